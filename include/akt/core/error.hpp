@@ -1,0 +1,70 @@
+#pragma once
+// Runtime outcomes as values: errc names what happened, error carries it with an optional
+// human-readable detail. Errors are cheap to create and copy on the common path (no detail);
+// a detail string costs one allocation and is only attached on failure paths.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace akt {
+
+enum class errc : std::uint8_t {
+  ok = 0,
+  dead,                  // the target actor is stopped or stopping
+  request_timeout,       // an ask was not answered before its deadline
+  mailbox_full,          // a bounded mailbox refused the message
+  system_shutting_down,  // the actor system is stopping or stopped
+  system_not_started,    // the actor system was never started
+  actor_already_exists,  // a live actor already holds that name
+  invalid_actor_name,    // the name is empty, too long or has characters outside the allowed set
+  actor_not_found,       // no live actor has that name
+  unhandled,             // the handler declared the message unhandled
+  no_reply,              // the handler returned without replying to an ask
+  invalid_timeout,       // a timeout of zero or less
+  init_failure,          // pre_start failed or threw; the actor was not started
+  handler_failed,        // the handler threw an exception while processing the message
+  blocking_on_worker,    // a blocking call was made from a dispatcher worker thread
+  empty_pid,             // the pid does not refer to an actor
+  unexpected_reply,      // the reply does not have the type the caller asked for
+  mailbox_disposed,      // the mailbox was disposed; nothing more is accepted
+};
+
+// Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).
+std::string_view to_string(errc code) noexcept;
+
+const std::error_category& error_category() noexcept;
+inline std::error_code make_error_code(errc code) noexcept {
+  return {static_cast<int>(code), error_category()};
+}
+
+class error {
+ public:
+  error() noexcept = default;
+  error(errc code) noexcept : code_(code) {}  // NOLINT: implicit by design, errors are values
+  error(errc code, std::string detail)
+      : code_(code), detail_(std::make_shared<const std::string>(std::move(detail))) {}
+
+  errc code() const noexcept { return code_; }
+  // The detail given at construction, or an empty view.
+  std::string_view detail() const noexcept {
+    return detail_ ? std::string_view(*detail_) : std::string_view();
+  }
+  // "code" or "code: detail".
+  std::string message() const;
+  explicit operator bool() const noexcept { return code_ != errc::ok; }
+
+  friend bool operator==(const error& a, const error& b) noexcept { return a.code_ == b.code_; }
+  friend bool operator==(const error& a, errc b) noexcept { return a.code_ == b; }
+
+ private:
+  errc code_ = errc::ok;
+  std::shared_ptr<const std::string> detail_;
+};
+
+}  // namespace akt
+
+template <>
+struct std::is_error_code_enum<akt::errc> : std::true_type {};

@@ -1,0 +1,65 @@
+#pragma once
+// envelope: the part of a message in flight that mailboxes see. The actor runtime's
+// receive_context derives from it and adds the sender, the receiver, the reply route and the
+// deadline. An envelope is an intrusive queue node: it is in at most one queue at a time (the
+// pool, one mailbox, or in the hands of one dispatcher turn).
+
+#include <atomic>
+#include <cstdint>
+
+#include "akt/core/message.hpp"
+
+namespace akt {
+
+namespace detail {
+class actor_cell;
+class reply_slot;
+}
+
+// Base of every node of the intrusive queues in this module.
+struct mpsc_node {
+  // Written by the queue that holds the node (producer: release store of the link; consumer:
+  // reset), read by that queue's consumer (acquire).
+  std::atomic<mpsc_node*> next{nullptr};
+};
+
+class envelope : public mpsc_node {
+ public:
+  enum flag : std::uint32_t {
+    flag_remote_origin = 1u << 0,  // arrived over remoting: a bounded mailbox must not block it
+    flag_has_deadline = 1u << 1,   // an ask with a deadline (the deadline lives further out)
+  };
+
+  const akt::message& payload() const noexcept { return msg_; }
+  akt::message& payload() noexcept { return msg_; }
+
+  // Identity of the sending actor, or null when sent from outside any actor. Only compared,
+  // never dereferenced by mailboxes (the fair mailbox keys its sub-queues by it).
+  const void* sender_key() const noexcept { return sender_; }
+
+  // Home shard in the envelope pool: stamped at allocation, never changed (reset keeps it).
+  std::uint32_t home_shard() const noexcept { return home_shard_; }
+
+  bool remote_origin() const noexcept { return (flags_ & flag_remote_origin) != 0; }
+
+ protected:
+  explicit envelope(std::uint32_t home_shard) noexcept : home_shard_(home_shard) {}
+  ~envelope() = default;
+
+  // Layout: everything a tell of a small payload touches (these fields and the first 16 bytes
+  // of the payload) fits in the first 64 bytes, so such a message moves one cache line from the
+  // sender's core to the receiver's and back, not two.
+  detail::actor_cell* sender_ = nullptr;    // strong reference, managed by receive_context
+  detail::actor_cell* receiver_ = nullptr;  // no reference: the receiver's mailbox holds us
+  detail::reply_slot* reply_ = nullptr;     // the asker's slot while a reply is owed
+  const std::uint32_t home_shard_;
+  std::uint32_t flags_ = 0;
+  akt::message msg_;
+};
+
+// Resets an envelope that no queue holds any more and returns it to its home pool shard (or
+// frees it when the shard is full). Mailboxes call it for envelopes they are done with, one
+// dequeue after handing them out; the dispatcher never does.
+void recycle(envelope* e) noexcept;
+
+}  // namespace akt

@@ -1,0 +1,50 @@
+#pragma once
+// reply_slot: where the reply to a blocking ask lands.
+//
+// Contract
+// - Exactly one complete() per ask, from whichever thread resolves it (the handler's respond, the
+//   runtime's no_reply/unhandled/handler_failed, a dead letter, an expired-ask skip).
+// - await() only by the asking thread.
+// - Ownership moves with the state word: while pending the asker owns the slot and the envelope
+//   holds a borrowed pointer; complete() hands it back to the asker (done); an await that times
+//   out hands it to the completer (abandoned), who deletes it. So a slot is never reused while a
+//   late reply could still land in it, and it never needs a reference count.
+// - The asker spins briefly, then sleeps on a futex; complete() makes a wake system call only
+//   when the asker is asleep.
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
+
+namespace akt::detail {
+
+class reply_slot {
+ public:
+  // Completes the ask. Returns false when the asker had already given up: the slot is deleted
+  // and `value` is left with the caller (a late reply, to publish as a dead letter).
+  bool complete(result<message>& value) noexcept;
+
+  // Waits for the reply until deadline_ns (steady clock). On timeout returns request_timeout and
+  // sets `abandoned`: the slot then belongs to the completer and must not be touched again.
+  result<message> await(std::int64_t deadline_ns, bool& abandoned) noexcept;
+
+  // Asker-side reset before reuse; the slot must be done.
+  void rearm() noexcept;
+
+ private:
+  enum : std::uint32_t { pending = 0, sleeping = 1, done = 2, gave_up = 3 };
+  // Writers: the asker (pending -> sleeping / gave_up CAS, rearm), the completer (exchange to
+  // done, acq_rel: publishes value_). Readers: both.
+  std::atomic<std::uint32_t> state_{pending};
+  std::optional<result<message>> value_;  // written by the completer before done
+};
+
+// A slot for this thread's next ask (reused across asks while it is not abandoned).
+reply_slot* thread_reply_slot();
+// Gives the slot back to the thread cache after a completed await.
+void return_thread_reply_slot(reply_slot* s) noexcept;
+
+}  // namespace akt::detail

@@ -1,0 +1,59 @@
+#include "actor/system_core.hpp"
+
+#include <thread>
+
+#include "actor/reply_slot.hpp"
+#include "akt/actor/detail/actor_cell.hpp"
+
+namespace akt::detail {
+
+sharded_pool<receive_context>& envelope_pool() noexcept {
+  static auto* pool =
+      new sharded_pool<receive_context>(pool_shard_count_for(std::thread::hardware_concurrency()));
+  return *pool;
+}
+
+system_core::system_core(actor_system* owner, std::string name, const system_config& cfg)
+    : owner_(owner),
+      name_(std::move(name)),
+      config_(cfg),
+      dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds}),
+      events_(std::make_shared<event_stream>()) {}
+
+void system_core::dead_letter(receive_context& env, const error& reason) noexcept {
+  complete_reply(env, reason);
+  dead_letter(std::move(env.message()), pid::share(context_access::sender(env)),
+              pid::share(context_access::receiver(env)), reason);
+}
+
+void system_core::dead_letter(message msg, pid sender, pid receiver,
+                              const error& reason) noexcept {
+  dead_letters_.fetch_add(1, std::memory_order_relaxed);
+  if (!events_->has_subscribers<akt::dead_letter>()) return;
+  try {
+    events_->publish(akt::dead_letter{std::move(msg), std::move(sender), std::move(receiver), reason});
+  } catch (...) {
+    // A subscriber threw; the dead letter was counted. Nothing else to do on this path.
+  }
+}
+
+void system_core::complete_reply(receive_context& env, result<message> r) noexcept {
+  reply_slot*& slot = context_access::reply(env);
+  if (slot == nullptr || context_access::reply_closed(env)) return;
+  reply_slot* s = slot;
+  slot = nullptr;
+  context_access::reply_closed(env) = true;
+  if (!s->complete(r) && r.has_value()) {
+    // The asker gave up before the reply came: the reply itself is undeliverable.
+    dead_letter(std::move(*r), pid::share(context_access::receiver(env)), pid(),
+                errc::request_timeout);
+  }
+}
+
+void system_core::on_actor_started() noexcept {
+  live_.fetch_add(1, std::memory_order_relaxed);
+  spawned_.fetch_add(1, std::memory_order_relaxed);
+}
+
+
+}  // namespace akt::detail

@@ -1,0 +1,97 @@
+#pragma once
+// system_core: the shared state of one actor system: dispatcher, registry, event stream,
+// counters. actor_system owns one reference, every live cell another, so a pid that outlives
+// its system still finds the core (and gets errc::dead / system_shutting_down, not a crash).
+//
+// Thread safety: all members may be used from any thread unless noted.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "actor/name_registry.hpp"
+#include "akt/actor/actor_system.hpp"
+#include "akt/actor/event_stream.hpp"
+#include "akt/actor/receive_context.hpp"
+#include "akt/pool/sharded_pool.hpp"
+#include "dispatch/dispatcher.hpp"
+
+namespace akt::detail {
+
+enum class run_state : std::uint8_t { created, running, stopping, stopped };
+
+// The process-wide envelope pool (reference: goakt-context-pools.md). Never destroyed, so a
+// late recycle during static destruction is still safe.
+sharded_pool<receive_context>& envelope_pool() noexcept;
+
+struct context_access {
+  static actor_cell*& receiver(receive_context& c) noexcept { return c.receiver_; }
+  static actor_cell*& sender(receive_context& c) noexcept { return c.sender_; }
+  static reply_slot*& reply(receive_context& c) noexcept { return c.reply_; }
+  static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
+  static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
+  static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
+};
+
+class system_core {
+ public:
+  system_core(actor_system* owner, std::string name, const system_config& cfg);
+
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  run_state state() const noexcept { return state_.load(std::memory_order_acquire); }
+  bool accepting() const noexcept { return state() == run_state::running; }
+
+  // Publishes env's payload as a dead letter and completes an ask it carries with `reason`.
+  // The envelope stays the caller's (its mailbox, or the caller recycles it).
+  void dead_letter(receive_context& env, const error& reason) noexcept;
+  // A dead letter without an envelope (late replies, replies with no recipient).
+  void dead_letter(message msg, pid sender, pid receiver, const error& reason) noexcept;
+  // Completes the ask env carries (if a reply is still owed) with r; a late reply is published
+  // as a dead letter.
+  void complete_reply(receive_context& env, result<message> r) noexcept;
+
+  void on_actor_started() noexcept;
+  // Runs mark (which flips the actor's state to dead) under the lock that waiters re-check,
+  // counts the death and wakes them.
+  template <class Mark>
+  void on_actor_dead(Mark&& mark) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(death_mutex_);
+      mark();
+      live_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    death_cv_.notify_all();
+  }
+  // Waits until pred() or the deadline; woken whenever an actor dies.
+  template <class Pred>
+  bool wait_for_deaths(std::chrono::steady_clock::time_point deadline, Pred pred) {
+    std::unique_lock<std::mutex> lock(death_mutex_);
+    return death_cv_.wait_until(lock, deadline, pred);
+  }
+
+  actor_system* owner_;  // null once the actor_system object is gone
+  const std::string name_;
+  const system_config config_;
+  dispatcher dispatcher_;
+  name_registry registry_;
+  std::shared_ptr<event_stream> events_;
+  std::atomic<run_state> state_{run_state::created};
+  std::atomic<std::uint64_t> live_{0};
+  std::atomic<std::uint64_t> spawned_{0};
+  std::atomic<std::uint64_t> dead_letters_{0};
+
+ private:
+  ~system_core() = default;
+  std::atomic<std::uint32_t> refs_{1};
+  std::mutex death_mutex_;
+  std::condition_variable death_cv_;
+};
+
+}  // namespace akt::detail

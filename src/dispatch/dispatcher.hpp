@@ -1,0 +1,104 @@
+#pragma once
+// dispatcher: a fixed pool of worker threads that run schedulables in turns.
+//
+// Contract
+// - schedule(s): any thread, for an object the caller just moved Idle -> Scheduled (its
+//   reference passes to the dispatcher). Lock-free unless the global ring overflows (then a
+//   mutex). From a worker of this dispatcher the object goes to that worker's local queue (it is
+//   likely hot in that core's cache); from any other thread it is handed straight to a parked
+//   worker when there is one, else put on the global queue.
+// - Each worker takes work in this order: every 61st take the global queue first (so busy local
+//   queues cannot starve newly ready actors), then its local queue, the global queue, half of a
+//   sibling's local queue; then it spins a bounded number of rounds (at most half the workers
+//   spin at once) and parks. Parked workers burn no CPU.
+// - No lost wake-up: a worker announces itself parked (seq_cst) and re-checks the queues; a
+//   producer publishes to the global queue (seq_cst count) and then reads the parked count and
+//   the spinner count. A hand-off claims a parked worker and gives it the object in one CAS.
+// - stop(): workers finish what is queued and exit; after the join the dispatcher is closed and
+//   schedule() runs turns inline on the caller, so work that arrives late is still processed
+//   (for a stopped actor: dead-lettered), never stranded.
+// - Memory: workers x (local queue + stack), a 4096-slot global ring; the overflow deque only
+//   grows when more than 4096 objects are ready at once.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "akt/dispatch/schedulable.hpp"
+#include "akt/pool/mpmc_ring.hpp"
+#include "dispatch/local_run_queue.hpp"
+#include "dispatch/parker.hpp"
+
+namespace akt::detail {
+
+struct dispatcher_config {
+  unsigned workers = 0;      // 0: std::thread::hardware_concurrency()
+  unsigned throughput = 32;  // messages per turn before an actor yields its worker
+  unsigned spin_rounds = 0;  // idle polls before parking; 0: default
+};
+
+struct dispatcher_stats {
+  std::uint64_t turns = 0;
+  std::uint64_t parks = 0;
+  std::uint64_t steals = 0;
+  std::uint64_t handoffs = 0;
+};
+
+class dispatcher {
+ public:
+  explicit dispatcher(dispatcher_config cfg);
+  ~dispatcher();
+  dispatcher(const dispatcher&) = delete;
+  dispatcher& operator=(const dispatcher&) = delete;
+
+  void start();
+  void stop();
+  void schedule(schedulable* s) noexcept;
+
+  unsigned worker_count() const noexcept { return static_cast<unsigned>(workers_.size()); }
+  unsigned throughput() const noexcept { return throughput_; }
+  bool on_own_worker() const noexcept;
+  // Workers parked right now.
+  int parked() const noexcept { return parked_.load(std::memory_order_relaxed); }
+  dispatcher_stats stats() const noexcept;
+
+ private:
+  struct worker;
+  void worker_loop(worker& w);
+  schedulable* find_work(worker& w) noexcept;
+  schedulable* spin_for_work(worker& w) noexcept;
+  schedulable* park_for_work(worker& w) noexcept;
+  schedulable* steal(worker& w) noexcept;
+  schedulable* pop_global() noexcept;
+  void push_global(schedulable* s) noexcept;
+  bool has_global_work() const noexcept;
+  bool has_visible_work() const noexcept;
+  bool try_handoff(schedulable* s) noexcept;
+  void notify_work() noexcept;
+  void run(schedulable* s, worker* w) noexcept;
+  void run_inline(schedulable* s) noexcept;
+  void drain_inline() noexcept;
+  worker* this_worker() const noexcept;
+
+  const unsigned throughput_;
+  const unsigned spin_rounds_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  mpmc_ring<schedulable*, 4096> global_;
+  std::mutex overflow_mutex_;
+  std::deque<schedulable*> overflow_;  // guarded by overflow_mutex_
+  // Objects on the global ring or overflow. Writers: producers (+1 after the push, seq_cst),
+  // consumers (-1 after the pop). Read by parking workers (seq_cst) and to skip empty polls.
+  alignas(cache_line) std::atomic<std::int64_t> global_count_{0};
+  // Workers spinning / parked. Writers: workers (and wakers for parked_). seq_cst: see above.
+  alignas(cache_line) std::atomic<int> spinning_{0};
+  std::atomic<int> parked_{0};
+  std::atomic<bool> stopping_{false};  // writer: stop (seq_cst); readers: parking workers
+  std::atomic<bool> closed_{false};    // writer: stop after the join; readers: producers
+  bool started_ = false;
+};
+
+}  // namespace akt::detail
