@@ -65,12 +65,6 @@ void receive_context::unhandled() {
 
 void receive_context::stop_self() { (void)self().stop(); }
 
-namespace detail {
-
-receive_context* clone_for_stash(receive_context& src);
-
-}  // namespace detail
-
 void recycle(envelope* e) noexcept {
   auto* ctx = static_cast<receive_context*>(e);
   ctx->reset();

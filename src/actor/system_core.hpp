@@ -27,6 +27,10 @@ enum class run_state : std::uint8_t { created, running, stopping, stopped };
 // late recycle during static destruction is still safe.
 sharded_pool<receive_context>& envelope_pool() noexcept;
 
+// A copy of src for a second queue (stash): the payload moves, sender, receiver, reply route and
+// deadline are copied, from src's home shard; the clone's late-reply guard starts cleared.
+receive_context* clone_for_stash(receive_context& src);
+
 struct context_access {
   static actor_cell*& receiver(receive_context& c) noexcept { return c.receiver_; }
   static actor_cell*& sender(receive_context& c) noexcept { return c.sender_; }

@@ -1,0 +1,20 @@
+#pragma once
+// Everything a user of akt needs: the actor system, actors, pids, messages, mailboxes, events.
+
+#include "akt/actor/actor.hpp"
+#include "akt/actor/actor_system.hpp"
+#include "akt/actor/event_stream.hpp"
+#include "akt/actor/events.hpp"
+#include "akt/actor/pid.hpp"
+#include "akt/actor/receive_context.hpp"
+#include "akt/actor/spawn_options.hpp"
+#include "akt/core/error.hpp"
+#include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
+#include "akt/mailbox/bounded_mailbox.hpp"
+#include "akt/mailbox/mailbox.hpp"
+#include "akt/mailbox/non_blocking_bounded_mailbox.hpp"
+#include "akt/mailbox/priority_mailbox.hpp"
+#include "akt/mailbox/unbounded_fair_mailbox.hpp"
+#include "akt/mailbox/unbounded_mailbox.hpp"
+#include "akt/mailbox/unbounded_segmented_mailbox.hpp"
