@@ -120,7 +120,9 @@ bool actor_cell::run_turn(unsigned budget) {
   int pending_polls = 0;
   while (done < budget) {
     if (envelope* s = sysq_.pop()) {
-      handle_system(static_cast<receive_context&>(*s));
+      auto& ctl = static_cast<receive_context&>(*s);
+      handle_system(ctl);
+      ctl.release_contents();
       ++done;
       continue;
     }
@@ -139,11 +141,9 @@ bool actor_cell::run_turn(unsigned budget) {
     ++done;
     // instance_ (turn owner's line) rather than life_ (on the line producers write): the turn
     // owner is the only one that destroys the instance, when the actor stops.
-    if (instance_ == nullptr) {
-      system_->dead_letter(*env, errc::dead);
-      continue;
-    }
-    invoke(*env);
+    if (instance_ == nullptr) system_->dead_letter(*env, errc::dead);
+    else invoke(*env);
+    env->release_contents();
   }
   yield_turn();
   return true;
@@ -187,6 +187,7 @@ void actor_cell::handle_system(receive_context& env) noexcept {
 void actor_cell::drain_to_dead_letters() noexcept {
   while (receive_context* env = dequeue_user(custom_.get())) {
     system_->dead_letter(*env, errc::dead);
+    env->release_contents();
   }
 }
 

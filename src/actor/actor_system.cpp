@@ -91,11 +91,13 @@ result<void> actor_system::stop() {
   const auto deadline = std::chrono::steady_clock::now() + core_->config_.shutdown_timeout;
   const bool all_stopped = core_->wait_for_deaths(
       deadline, [this] { return core_->live_.load(std::memory_order_relaxed) == 0; });
+  const std::uint64_t stragglers = core_->live_.load(std::memory_order_relaxed);
+  // Joins the workers: a handler that never returns holds this up (reported below once it did).
   core_->dispatcher_.stop();
   core_->state_.store(detail::run_state::stopped, std::memory_order_release);
   if (!all_stopped) {
-    return error(errc::request_timeout,
-                 std::to_string(core_->live_.load()) + " actors did not stop in time");
+    return error(errc::request_timeout, std::to_string(stragglers) +
+                                            " actors did not stop within the shutdown timeout");
   }
   return {};
 }

@@ -31,6 +31,14 @@ void receive_context::reset() noexcept {
   // ask build clears it, plain tells never read it.
 }
 
+void receive_context::release_contents() noexcept {
+  if (sender_ != nullptr) {
+    detail::release(sender_);
+    sender_ = nullptr;
+  }
+  msg_.reset();
+}
+
 std::optional<std::chrono::steady_clock::time_point> receive_context::deadline() const noexcept {
   if (!has_deadline()) return std::nullopt;
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns_));
@@ -44,15 +52,19 @@ void receive_context::respond_message(akt::message value) {
     sys->complete_reply(*this, std::move(value));
     return;
   }
-  if (sender_ != nullptr && !reply_closed_) {
-    envelope* env = detail::acquire_envelope(sender_);
-    env->payload() = std::move(value);
-    detail::deliver(receiver_, sender_, env);
+  if ((flags_ & flag_ask) != 0) {
+    // A second reply to an ask (or one after the asker gave up): undeliverable.
+    sys->dead_letter(std::move(value), pid::share(receiver_), pid(), errc::request_timeout);
     return;
   }
-  // Nobody to reply to, or a second reply to an ask: it is undeliverable.
-  sys->dead_letter(std::move(value), pid::share(receiver_), pid::share(sender_),
-                   reply_closed_ ? errc::request_timeout : errc::empty_pid);
+  if (sender_ != nullptr) {
+    envelope* env = detail::acquire_envelope(sender_);
+    env->payload() = std::move(value);
+    (void)detail::deliver(receiver_, sender_, env);
+    return;
+  }
+  // Nobody to reply to.
+  sys->dead_letter(std::move(value), pid::share(receiver_), pid(), errc::empty_pid);
 }
 
 void receive_context::respond_error(error err) {
@@ -103,7 +115,7 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   context_access::reply(*env) = slot;
   context_access::reply_closed(*env) = false;
   context_access::deadline(*env) = deadline;
-  context_access::flags(*env) |= envelope::flag_has_deadline;
+  context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
   (void)to->deliver(env);  // a refusal completes the slot with its reason
   bool abandoned = false;
   result<message> r = slot->await(deadline, abandoned);

@@ -84,6 +84,12 @@ class alignas(64) receive_context final : public envelope {
   // Clears everything but the home shard; releases the sender reference; the reply route must
   // have been completed or moved away.
   void reset() noexcept;
+  // Drops what the handler no longer needs once the message was handled: the payload and the
+  // sender reference. The turn calls it after every message, because the envelope then stays in
+  // the mailbox (as its sentinel) until the next dequeue: without this, an idle actor would keep
+  // its last sender (and anything its last payload owns) alive, and two idle actors that last
+  // wrote to each other would keep each other alive for ever.
+  void release_contents() noexcept;
   std::uint32_t home_shard() const noexcept { return home_shard_; }
   bool reply_closed() const noexcept { return reply_closed_; }
 
