@@ -91,7 +91,7 @@ class [[nodiscard]] result {
 };
 
 template <>
-class [[nodiscard]] result<void> {
+class result<void> {  // not nodiscard: a void outcome is often ignored on purpose (stop)
  public:
   result() noexcept = default;
   result(akt::error err) : err_(std::move(err)) {}  // NOLINT: implicit

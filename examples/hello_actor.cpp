@@ -1,0 +1,57 @@
+// The smallest useful akt program: one actor, a tell and an ask. Quoted by docs/guide.md.
+
+#include <akt/akt.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+// [messages]
+struct greet {
+  std::string who;
+};
+struct count_greetings {};
+// [/messages]
+
+// [actor]
+class greeter : public akt::actor {
+ public:
+  void receive(akt::receive_context& ctx) override {
+    if (auto* g = ctx.get_if<greet>()) {
+      ++greeted_;
+      std::printf("hello, %s\n", g->who.c_str());
+    } else if (ctx.is<count_greetings>()) {
+      ctx.respond(greeted_);  // the reply to an ask
+    } else {
+      ctx.unhandled();
+    }
+  }
+
+ private:
+  int greeted_ = 0;  // only this actor touches it: no lock needed
+};
+// [/actor]
+
+int main() {
+  // [system]
+  akt::actor_system sys("hello");
+  if (!sys.start()) return 1;
+
+  akt::result<akt::pid> greeter_pid = sys.spawn<greeter>("greeter");
+  if (!greeter_pid) {
+    std::printf("spawn failed: %s\n", greeter_pid.error().message().c_str());
+    return 1;
+  }
+  akt::pid g = *greeter_pid;
+
+  g.tell(greet{"world"});  // returns an akt::error: ok, or why it was refused
+  g.tell(greet{"akt"});
+
+  akt::result<int> n = g.ask<int>(count_greetings{}, std::chrono::seconds(1));
+  if (n) std::printf("greeted %d times\n", *n);
+  else std::printf("ask failed: %s\n", n.error().message().c_str());
+
+  sys.stop();
+  // [/system]
+  return 0;
+}
