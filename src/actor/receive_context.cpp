@@ -18,10 +18,7 @@ void receive_context::reset() noexcept {
     reply_ = nullptr;
     s->complete(r);
   }
-  if (sender_ != nullptr) {
-    detail::release(sender_);
-    sender_ = nullptr;
-  }
+  if (sender_ != nullptr) release_sender();
   // receiver_ is rewritten by every delivery and deadline_ns_ is only read under
   // flag_has_deadline, so neither is cleared: a tell then never touches the second line.
   flags_ = 0;
@@ -31,12 +28,9 @@ void receive_context::reset() noexcept {
   // ask build clears it, plain tells never read it.
 }
 
-void receive_context::release_contents() noexcept {
-  if (sender_ != nullptr) {
-    detail::release(sender_);
-    sender_ = nullptr;
-  }
-  msg_.reset();
+void receive_context::release_sender() noexcept {
+  detail::release(sender_);
+  sender_ = nullptr;
 }
 
 std::optional<std::chrono::steady_clock::time_point> receive_context::deadline() const noexcept {

@@ -89,11 +89,16 @@ class alignas(64) receive_context final : public envelope {
   // the mailbox (as its sentinel) until the next dequeue: without this, an idle actor would keep
   // its last sender (and anything its last payload owns) alive, and two idle actors that last
   // wrote to each other would keep each other alive for ever.
-  void release_contents() noexcept;
+  void release_contents() noexcept {
+    if (sender_ != nullptr) release_sender();
+    msg_.reset();
+  }
   std::uint32_t home_shard() const noexcept { return home_shard_; }
   bool reply_closed() const noexcept { return reply_closed_; }
 
  private:
+  void release_sender() noexcept;
+
   friend class detail::system_core;
   friend struct detail::context_access;
 

@@ -39,6 +39,7 @@ struct message_vtable {
   std::string_view name;
   // Move-constructs the value from src storage into dst storage and destroys the source.
   void (*relocate)(void* dst, void* src) noexcept;
+  // Null for values stored inline whose destructor does nothing (reset skips the call).
   void (*destroy)(void* storage) noexcept;
   // Copy-constructs into dst storage; null when the type is not copy-constructible.
   void (*copy)(void* dst, const void* src);
@@ -88,7 +89,12 @@ struct message_ops {
     else return nullptr;
   }
 
-  static constexpr message_vtable table{type_name<T>(), &relocate, &destroy, copy_fn(),
+  static constexpr auto destroy_fn() noexcept -> void (*)(void*) noexcept {
+    if constexpr (inline_ && std::is_trivially_destructible_v<T>) return nullptr;
+    else return &destroy;
+  }
+
+  static constexpr message_vtable table{type_name<T>(), &relocate, destroy_fn(), copy_fn(),
                                         &address};
 };
 
@@ -127,7 +133,7 @@ class message {
 
   void reset() noexcept {
     if (vt_) {
-      vt_->destroy(storage_);
+      if (vt_->destroy) vt_->destroy(storage_);
       vt_ = nullptr;
     }
   }
