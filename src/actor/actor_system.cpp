@@ -18,14 +18,16 @@ error validate_actor_name(std::string_view name) {
   auto alnum = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   };
-  if (!alnum(name[0])) {
-    return error(errc::invalid_actor_name,
-                 "'" + std::string(name) + "' must start with a letter or digit");
-  }
+  auto refuse = [name](std::string_view why) {
+    std::string detail;
+    detail.reserve(name.size() + why.size() + 3);
+    detail.append(1, '\'').append(name).append("' ").append(why);
+    return error(errc::invalid_actor_name, std::move(detail));
+  };
+  if (!alnum(name[0])) return refuse("must start with a letter or digit");
   for (char c : name) {
     if (!alnum(c) && c != '-' && c != '_' && c != '.') {
-      return error(errc::invalid_actor_name,
-                   "'" + std::string(name) + "' has a character outside [A-Za-z0-9_.-]");
+      return refuse("has a character outside [A-Za-z0-9_.-]");
     }
   }
   return {};

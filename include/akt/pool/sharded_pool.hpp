@@ -41,7 +41,7 @@ struct pool_limits {
 // Smallest power of two >= 2 * cores, clamped to [min_shards, max_shards].
 constexpr std::uint32_t pool_shard_count_for(unsigned cores) noexcept {
   std::uint32_t n = pool_limits::min_shards;
-  while (n < 2u * cores && n < pool_limits::max_shards) n <<= 1;
+  while (n < 2ull * cores && n < pool_limits::max_shards) n <<= 1;  // 64-bit: no wrap
   return n;
 }
 
