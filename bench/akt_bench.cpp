@@ -1,0 +1,607 @@
+// akt_bench: Google Benchmark programs for akt's local messaging (see bench/README.md).
+//
+// Every messaging benchmark is timed until the receivers have processed every message sent in
+// the timed region (not until the last enqueue), uses wall-clock time, reports items_per_second
+// and allocs_per_msg (heap allocations through any form of operator new during the timed region,
+// divided by the messages of that region). The actor system is created once per benchmark run,
+// outside the timed region, and warmed up before timing.
+
+// This unit replaces the global operator new / delete to count allocations (bench_support.hpp).
+#define AKT_BENCH_REPLACE_OPERATOR_NEW 1
+
+#include <benchmark/benchmark.h>
+
+#include <akt/akt.hpp>
+#include <akt/mailbox/mpsc_queue.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+
+namespace {
+
+using akt_bench::allocation_count;
+using akt_bench::completion;
+using akt_bench::cpu_relax;
+using akt_bench::thread_team;
+using clock_type = std::chrono::steady_clock;
+
+constexpr auto k_ask_timeout = std::chrono::seconds(5);
+
+// ---- messages and actors ----
+
+struct ping {
+  long n;
+};
+
+// Counts every ping it processes into a completion.
+struct counting_sink final : akt::actor {
+  explicit counting_sink(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.get_if<ping>() != nullptr) done->note();
+  }
+  completion* done;
+};
+
+// Answers every ask with 1L.
+struct echo final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.expects_reply()) ctx.respond(1L);
+  }
+};
+
+// ---- helpers ----
+
+// An actor system for one benchmark run: started on construction, stopped on destruction.
+struct bench_system {
+  akt::actor_system sys;
+  bool ok = true;
+  explicit bench_system(benchmark::State& state) : sys("bench", akt::system_config{}) {
+    if (auto r = sys.start(); !r) {
+      state.SkipWithError(("start failed: " + r.error().message()).c_str());
+      ok = false;
+    }
+  }
+  ~bench_system() { (void)sys.stop(); }
+  bench_system(const bench_system&) = delete;
+  bench_system& operator=(const bench_system&) = delete;
+};
+
+template <class T, class... Args>
+akt::pid spawn_or_fail(benchmark::State& state, akt::actor_system& sys, const std::string& name,
+                       Args&&... args) {
+  auto r = sys.template spawn<T>(name, std::forward<Args>(args)...);
+  if (!r) {
+    state.SkipWithError(("spawn failed: " + r.error().message()).c_str());
+    return {};
+  }
+  return std::move(*r);
+}
+
+// Tells n pings and waits until the receiver has processed them (a warm-up).
+bool warm_up_tells(const akt::pid& to, completion& done, std::uint64_t n) {
+  const std::uint64_t base = done.count();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (to.tell(ping{static_cast<long>(i)})) return false;
+  }
+  done.wait_for(base + n);
+  return true;
+}
+
+// Spins briefly, then yields: the wait of a window-limited producer.
+class backoff {
+ public:
+  void pause() noexcept {
+    if (++spins_ < 64) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  void reset() noexcept { spins_ = 0; }
+
+ private:
+  int spins_ = 0;
+};
+
+// Counters every messaging benchmark reports.
+struct region {
+  std::uint64_t allocs0;
+  akt::system_stats stats0;
+  explicit region(const akt::actor_system* sys)
+      : allocs0(allocation_count()), stats0(sys ? sys->stats() : akt::system_stats{}) {}
+
+  void report(benchmark::State& state, const akt::actor_system* sys, std::uint64_t messages,
+              std::uint64_t items) const {
+    const std::uint64_t allocs = allocation_count() - allocs0;
+    state.SetItemsProcessed(static_cast<std::int64_t>(items));
+    const double m = messages == 0 ? 1.0 : static_cast<double>(messages);
+    state.counters["allocs_per_msg"] = static_cast<double>(allocs) / m;
+    if (sys != nullptr) {
+      const akt::system_stats s = sys->stats();
+      state.counters["turns_per_msg"] = static_cast<double>(s.turns - stats0.turns) / m;
+      state.counters["parks"] = static_cast<double>(s.parks - stats0.parks);
+    }
+  }
+};
+
+// =============================================================================================
+// 1. TellSinglePair: one producer (the benchmark thread) -> one receiver. One tell per
+// iteration; the last iteration waits until the receiver has processed all of them.
+
+void BM_TellSinglePair(benchmark::State& state) {
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
+  if (!sink) return;
+  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
+
+  const std::uint64_t base = done.count();
+  const auto total = static_cast<std::uint64_t>(state.max_iterations);
+  std::uint64_t sent = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (sink.tell(ping{static_cast<long>(sent)})) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    if (++sent == total) done.wait_for(base + total);
+  }
+  r.report(state, &bs.sys, sent, sent);
+}
+BENCHMARK(BM_TellSinglePair)->UseRealTime();
+
+// =============================================================================================
+// 8. TellSteadyState: TellSinglePair with at most k_window messages in flight (sent but not yet
+// processed). The receiver recycles envelopes as fast as they are taken, so the envelope pool
+// never runs dry: the steady-state tell path allocates nothing.
+
+constexpr std::uint64_t k_window = 256;
+
+void BM_TellSteadyState(benchmark::State& state) {
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
+  if (!sink) return;
+  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
+
+  const std::uint64_t base = done.count();
+  const auto total = static_cast<std::uint64_t>(state.max_iterations);
+  std::uint64_t sent = 0;
+  std::uint64_t processed = 0;  // last seen, relative to base
+  backoff wait;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (sent - processed >= k_window) {
+      processed = done.count() - base;
+      wait.reset();
+      while (sent - processed >= k_window) {
+        wait.pause();
+        processed = done.count() - base;
+      }
+    }
+    if (sink.tell(ping{static_cast<long>(sent)})) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    if (++sent == total) done.wait_for(base + total);
+  }
+  r.report(state, &bs.sys, sent, sent);
+  state.counters["window"] = static_cast<double>(k_window);
+}
+BENCHMARK(BM_TellSteadyState)->UseRealTime();
+
+// =============================================================================================
+// 2. TellPairwise: hardware_concurrency independent pairs, each a producer thread telling its
+// own receiver. One iteration = one round: every producer tells k_pair_batch messages, and the
+// round ends when every receiver has processed its share.
+
+constexpr std::uint64_t k_pair_batch = 20000;
+
+void BM_TellPairwise(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  std::unique_ptr<completion[]> done(new completion[n]);
+  bench_system bs(state);
+  if (!bs.ok) return;
+  std::vector<akt::pid> sinks;
+  for (unsigned i = 0; i < n; ++i) {
+    sinks.push_back(
+        spawn_or_fail<counting_sink>(state, bs.sys, "sink-" + std::to_string(i), &done[i]));
+    if (!sinks.back()) return;
+  }
+  std::atomic<std::uint64_t> failures{0};
+  thread_team producers(n, [&](unsigned i) {
+    const akt::pid& to = sinks[i];
+    for (std::uint64_t k = 0; k < k_pair_batch; ++k) {
+      if (to.tell(ping{static_cast<long>(k)})) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::uint64_t rounds = 0;
+  auto run = [&]() -> bool {
+    producers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) return false;
+    ++rounds;
+    for (unsigned i = 0; i < n; ++i) done[i].wait_for(rounds * k_pair_batch);
+    return true;
+  };
+  if (!run()) return state.SkipWithError("warm-up tell failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (!run()) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t msgs = timed_rounds * k_pair_batch * n;
+  r.report(state, &bs.sys, msgs, msgs);
+  state.counters["pairs"] = n;
+}
+BENCHMARK(BM_TellPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// =============================================================================================
+// 3. Tell: hardware_concurrency producer threads -> one receiver (its drain rate). One iteration
+// = one round of k_pair_batch tells per producer.
+
+void BM_Tell(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
+  if (!sink) return;
+  std::atomic<std::uint64_t> failures{0};
+  thread_team producers(n, [&](unsigned) {
+    for (std::uint64_t k = 0; k < k_pair_batch; ++k) {
+      if (sink.tell(ping{static_cast<long>(k)})) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::uint64_t rounds = 0;
+  auto run = [&]() -> bool {
+    producers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) return false;
+    ++rounds;
+    done.wait_for(rounds * k_pair_batch * n);
+    return true;
+  };
+  if (!run()) return state.SkipWithError("warm-up tell failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (!run()) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t msgs = timed_rounds * k_pair_batch * n;
+  r.report(state, &bs.sys, msgs, msgs);
+  state.counters["producers"] = n;
+}
+BENCHMARK(BM_Tell)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// =============================================================================================
+// 4. AskPairwise: hardware_concurrency asker threads, each doing sequential asks to its own
+// receiver. One iteration = one round of k_ask_batch asks per asker.
+
+constexpr std::uint64_t k_ask_batch = 2000;
+
+void BM_AskPairwise(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  bench_system bs(state);
+  if (!bs.ok) return;
+  std::vector<akt::pid> echoes;
+  for (unsigned i = 0; i < n; ++i) {
+    echoes.push_back(spawn_or_fail<echo>(state, bs.sys, "echo-" + std::to_string(i)));
+    if (!echoes.back()) return;
+  }
+  std::atomic<std::uint64_t> failures{0};
+  thread_team askers(n, [&](unsigned i) {
+    const akt::pid& to = echoes[i];
+    for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
+      auto r = to.ask<long>(ping{static_cast<long>(k)}, k_ask_timeout);
+      if (!r || *r != 1L) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  askers.run_round();  // warm-up
+  if (failures.load() != 0) return state.SkipWithError("warm-up ask failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    askers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) {
+      state.SkipWithError("ask failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t asks = timed_rounds * k_ask_batch * n;
+  r.report(state, &bs.sys, asks, asks);
+  state.counters["pairs"] = n;
+}
+BENCHMARK(BM_AskPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// =============================================================================================
+// 5. AskTailLatencyUnderLoad: the benchmark thread does sequential asks to its own receiver (one
+// ask per iteration, each timed) while hardware_concurrency background producers flood tells to
+// their own receivers. Background producers keep at most k_flood_window messages in flight each,
+// so the load is sustained without an unbounded backlog: the latency measured is scheduler
+// interference, not the probe waiting behind a queue of its own.
+
+constexpr std::uint64_t k_flood_window = 4096;
+
+void BM_AskTailLatencyUnderLoad(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  std::unique_ptr<completion[]> done(new completion[n]);
+  bench_system bs(state);
+  if (!bs.ok) return;
+  akt::pid probe = spawn_or_fail<echo>(state, bs.sys, "probe");
+  if (!probe) return;
+  std::vector<akt::pid> sinks;
+  for (unsigned i = 0; i < n; ++i) {
+    sinks.push_back(
+        spawn_or_fail<counting_sink>(state, bs.sys, "sink-" + std::to_string(i), &done[i]));
+    if (!sinks.back()) return;
+  }
+
+  std::atomic<bool> quit{false};
+  std::atomic<std::uint64_t> failures{0};
+  std::vector<std::uint64_t> sent(n, 0);
+  std::vector<std::thread> flood;
+  flood.reserve(n);
+  for (unsigned i = 0; i < n; ++i) {
+    flood.emplace_back([&, i] {
+      std::uint64_t s = 0;
+      std::uint64_t p = 0;
+      backoff wait;
+      while (!quit.load(std::memory_order_relaxed)) {
+        if (s - p >= k_flood_window) {
+          p = done[i].count();
+          wait.reset();
+          while (s - p >= k_flood_window && !quit.load(std::memory_order_relaxed)) {
+            wait.pause();
+            p = done[i].count();
+          }
+          continue;
+        }
+        if (sinks[i].tell(ping{static_cast<long>(s)})) {
+          failures.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+        ++s;
+      }
+      sent[i] = s;
+    });
+  }
+  auto stop_flood = [&] {
+    quit.store(true, std::memory_order_relaxed);
+    for (auto& t : flood) t.join();
+    flood.clear();
+    for (unsigned i = 0; i < n; ++i) done[i].wait_for(sent[i]);  // drain before stopping
+  };
+
+  // Warm-up: asks while the flood ramps up (at most 2000 asks or 200 ms: under overload a round
+  // trip can take milliseconds).
+  const auto warm_end = clock_type::now() + std::chrono::milliseconds(200);
+  for (int i = 0; i < 2000 && clock_type::now() < warm_end; ++i) {
+    auto r = probe.ask<long>(ping{i}, k_ask_timeout);
+    if (!r) {
+      stop_flood();
+      return state.SkipWithError(("warm-up ask failed: " + r.error().message()).c_str());
+    }
+  }
+
+  std::vector<std::uint64_t> lat;
+  lat.reserve(static_cast<std::size_t>(state.max_iterations));
+  std::uint64_t bg0 = 0;
+  for (unsigned i = 0; i < n; ++i) bg0 += done[i].count();
+  std::uint64_t bg1 = 0;
+  bool failed = false;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    const auto t0 = clock_type::now();
+    auto reply = probe.ask<long>(ping{1}, k_ask_timeout);
+    const auto t1 = clock_type::now();
+    if (!reply) {
+      state.SkipWithError(("ask failed: " + reply.error().message()).c_str());
+      failed = true;
+      break;
+    }
+    lat.push_back(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+  }
+  for (unsigned i = 0; i < n; ++i) bg1 += done[i].count();
+  const std::uint64_t asks = lat.size();
+  const std::uint64_t background = bg1 - bg0;
+  r.report(state, &bs.sys, asks + background, asks);
+  stop_flood();
+  if (failed) return;
+  if (failures.load() != 0) return state.SkipWithError("background tell failed");
+
+  state.counters["background_msgs"] = static_cast<double>(background);
+  state.counters["background_msgs_per_second"] =
+      benchmark::Counter(static_cast<double>(background), benchmark::Counter::kIsRate);
+  state.counters["p50_ns"] = static_cast<double>(akt_bench::percentile(lat, 0.50));
+  state.counters["p99_ns"] = static_cast<double>(akt_bench::percentile(lat, 0.99));
+  state.counters["p999_ns"] = static_cast<double>(akt_bench::percentile(lat, 0.999));
+  state.counters["max_ns"] = static_cast<double>(lat.empty() ? 0 : lat.back());
+  state.counters["producers"] = n;
+}
+BENCHMARK(BM_AskTailLatencyUnderLoad)->UseRealTime();
+
+// =============================================================================================
+// 6. SpawnIdleActor: spawns N idle actors (one iteration), reports spawns/s and the heap growth
+// per actor (glibc mallinfo2: arena chunks in use + mmap-ed chunks), before and after each actor
+// processed one message.
+
+struct idle_actor final : akt::actor {
+  explicit idle_actor(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.get_if<ping>() != nullptr) done->note();
+  }
+  completion* done;
+};
+
+void BM_SpawnIdleActor(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  // Warm-up: the runtime's lazily built pieces (registry, pools) exist before measuring.
+  {
+    completion warm;
+    std::vector<akt::pid> w;
+    for (int i = 0; i < 64; ++i) {
+      w.push_back(spawn_or_fail<idle_actor>(state, bs.sys, "warm-" + std::to_string(i), &warm));
+      if (!w.back()) return;
+      (void)w.back().tell(ping{i});
+    }
+    warm.wait_for(64);
+    for (auto& p : w) (void)bs.sys.stop_actor(p);
+  }
+
+  std::vector<akt::pid> pids;
+  pids.reserve(n);
+  char name[32];
+  const std::size_t heap0 = akt_bench::heap_in_use();
+  region r(nullptr);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const int len = std::snprintf(name, sizeof name, "idle-%zu", i);
+      auto p =
+          bs.sys.spawn<idle_actor>(std::string_view(name, static_cast<std::size_t>(len)), &done);
+      if (!p) {
+        state.SkipWithError(("spawn failed: " + p.error().message()).c_str());
+        break;
+      }
+      pids.push_back(std::move(*p));
+    }
+  }
+  const std::size_t heap1 = akt_bench::heap_in_use();
+  const std::uint64_t allocs = allocation_count() - r.allocs0;
+  const auto spawned = static_cast<double>(pids.size());
+  state.SetItemsProcessed(static_cast<std::int64_t>(pids.size()));
+  if (pids.size() != n) return;
+
+  // One message each, then measure again: each mailbox now keeps one envelope as its sentinel.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pids[i].tell(ping{static_cast<long>(i)})) return state.SkipWithError("tell failed");
+  }
+  done.wait_for(n);
+  const std::size_t heap2 = akt_bench::heap_in_use();
+
+  state.counters["actors"] = spawned;
+  state.counters["bytes_per_actor"] =
+      (static_cast<double>(heap1) - static_cast<double>(heap0)) / spawned;
+  state.counters["bytes_per_actor_after_msg"] =
+      (static_cast<double>(heap2) - static_cast<double>(heap0)) / spawned;
+  state.counters["allocs_per_actor"] = static_cast<double>(allocs) / spawned;
+  for (auto& p : pids) (void)p.stop();
+  pids.clear();
+}
+BENCHMARK(BM_SpawnIdleActor)
+    ->Arg(100000)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// =============================================================================================
+// 7. RawMpscQueue: the machine's ceiling for one producer core handing nodes to one consumer
+// core through akt's sentinel-style mpsc_queue, no actor runtime. The benchmark thread produces
+// (one push per iteration); a consumer thread pops and checks FIFO order. Nodes come from a ring
+// of k_ring nodes; a node is reused only after the consumer retired it (it is neither queued nor
+// the sentinel).
+
+struct raw_node : akt::mpsc_node {
+  std::uint64_t seq = 0;
+};
+
+constexpr std::uint64_t k_ring = 4096;
+
+void BM_RawMpscQueue(benchmark::State& state) {
+  std::unique_ptr<raw_node[]> nodes(new raw_node[k_ring]);
+  auto q = std::make_unique<akt::mpsc_queue>();
+  // Writer: the consumer (release, after each pop). Reader: the producer (acquire), before
+  // reusing a ring slot.
+  alignas(64) std::atomic<std::uint64_t> popped{0};
+  alignas(64) std::atomic<bool> quit{false};
+  std::atomic<bool> out_of_order{false};
+
+  std::thread consumer([&] {
+    std::uint64_t count = 0;
+    int idle = 0;
+    for (;;) {
+      akt::mpsc_node* retired = nullptr;
+      akt::mpsc_node* got = q->pop(retired);
+      if (got != nullptr) {
+        if (static_cast<raw_node*>(got)->seq != count) {
+          out_of_order.store(true, std::memory_order_relaxed);
+        }
+        ++count;
+        popped.store(count, std::memory_order_release);
+        idle = 0;
+        continue;
+      }
+      if (quit.load(std::memory_order_acquire)) return;
+      if (++idle < 256)
+        cpu_relax();
+      else
+        std::this_thread::yield();
+    }
+  });
+
+  std::uint64_t k = 0;            // next sequence number to push
+  std::uint64_t seen_popped = 0;  // producer's cached copy of popped
+  backoff wait;
+  auto push_one = [&] {
+    // Slot k % k_ring last held node k - k_ring, retired once node k - k_ring + 1 was popped;
+    // one node more of margin.
+    if (k + 2 >= seen_popped + k_ring) {
+      seen_popped = popped.load(std::memory_order_acquire);
+      wait.reset();
+      while (k + 2 >= seen_popped + k_ring) {
+        wait.pause();
+        seen_popped = popped.load(std::memory_order_acquire);
+      }
+    }
+    raw_node* node = &nodes[k % k_ring];
+    node->seq = k;
+    q->push(node);
+    ++k;
+  };
+  auto wait_drained = [&] {
+    wait.reset();
+    while (popped.load(std::memory_order_acquire) != k) wait.pause();
+  };
+  for (int i = 0; i < 100000; ++i) push_one();  // warm-up
+  wait_drained();
+
+  const std::uint64_t base = k;
+  const auto total = static_cast<std::uint64_t>(state.max_iterations);
+  region r(nullptr);
+  for (auto _ : state) {
+    push_one();
+    if (k - base == total) wait_drained();
+  }
+  r.report(state, nullptr, k - base, k - base);
+  quit.store(true, std::memory_order_release);
+  consumer.join();
+  if (out_of_order.load()) state.SkipWithError("mpsc_queue delivered out of order");
+}
+BENCHMARK(BM_RawMpscQueue)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

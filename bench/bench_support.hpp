@@ -1,0 +1,291 @@
+#pragma once
+// Helpers shared by the akt benchmark programs: a heap-allocation counter, a completion counter
+// that a receiver bumps once per processed message and a timing thread waits on, a team of
+// persistent producer threads released in rounds, percentiles and heap measurements.
+//
+// Allocation counting: exactly one translation unit of a program defines
+// AKT_BENCH_REPLACE_OPERATOR_NEW before including this header. That unit then replaces every
+// form of the global operator new and delete (plain, array, aligned, nothrow, sized) with
+// versions that count calls with a relaxed atomic and are backed by malloc / aligned_alloc /
+// free. Every other unit (and a program that defines nothing) sees only the counter's accessor.
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace akt_bench {
+
+// ---------------------------------------------------------------------------------------------
+// Allocation counter
+
+namespace detail {
+// Writers: every replaced operator new / delete (relaxed fetch_add). Readers: the timing thread,
+// before and after a timed region (relaxed: the region's own synchronisation orders them).
+inline std::atomic<std::uint64_t> allocations{0};
+inline std::atomic<std::uint64_t> deallocations{0};
+}  // namespace detail
+
+// Heap allocations through operator new since program start (0 unless the program replaced
+// operator new, see above).
+inline std::uint64_t allocation_count() noexcept {
+  return detail::allocations.load(std::memory_order_relaxed);
+}
+inline std::uint64_t deallocation_count() noexcept {
+  return detail::deallocations.load(std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+inline unsigned hardware_threads() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+// Producer threads / pairs of the multi-threaded shapes: hardware_concurrency, or the positive
+// integer in the environment variable AKT_BENCH_PAIRS (to try more pairs than cores, or fewer).
+// The actor system's worker count is not affected.
+inline unsigned pair_count() noexcept {
+  if (const char* e = std::getenv("AKT_BENCH_PAIRS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0 && v <= 4096) return static_cast<unsigned>(v);
+  }
+  return hardware_threads();
+}
+
+// Bytes the process holds on the glibc heap: chunks in use in every arena plus mmap-ed chunks
+// (large blocks, such as a big hash table or vector, bypass the arenas).
+inline std::size_t heap_in_use() noexcept {
+  const struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// The q-quantile (0..1) of v (sorted in place), nearest-rank.
+inline std::uint64_t percentile(std::vector<std::uint64_t>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto rank = static_cast<std::size_t>(q * static_cast<double>(v.size()));
+  if (rank >= v.size()) rank = v.size() - 1;
+  return v[rank];
+}
+
+// ---------------------------------------------------------------------------------------------
+// completion: counts the messages one receiver (or a set of receivers) has processed and lets
+// one waiting thread sleep until a cumulative target is reached.
+//
+// Contract
+// - note(): from the receivers' handlers, any thread, any number concurrently (one fetch_add);
+//   wakes the waiter (a futex call) only on the message that reaches the current target.
+// - wait_for(t): one waiting thread at a time. Returns once processed() >= t. Targets are
+//   cumulative (processed only grows), so a batch of n is waited for with
+//   wait_for(processed_before + n).
+// - Ordering: note's fetch_add and target load, and wait_for's target store and processed load,
+//   are seq_cst, so either the receiver that reaches t sees the new target (and bumps `hits`), or
+//   the waiter sees processed >= t without sleeping. A stale hit from an earlier target only
+//   causes a spurious wake-up; the waiter re-checks processed.
+struct alignas(64) completion {
+  // Writers: receivers (fetch_add). Readers: the waiter, window-limited producers.
+  std::atomic<std::uint64_t> processed{0};
+  // Writer: the waiter. Reader: receivers, after each fetch_add.
+  alignas(64) std::atomic<std::uint64_t> target{~std::uint64_t{0}};
+  // Writers: the receiver that reached the target (fetch_add + notify). Reader: the waiter.
+  std::atomic<std::uint32_t> hits{0};
+
+  void note() noexcept {
+    const std::uint64_t n = processed.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (n == target.load(std::memory_order_seq_cst)) {
+      hits.fetch_add(1, std::memory_order_release);
+      hits.notify_all();
+    }
+  }
+
+  std::uint64_t count() const noexcept { return processed.load(std::memory_order_acquire); }
+
+  void wait_for(std::uint64_t t) noexcept {
+    std::uint32_t seen = hits.load(std::memory_order_acquire);
+    target.store(t, std::memory_order_seq_cst);
+    // A short spin first: a waiter that went to sleep for every batch would measure the futex.
+    for (int i = 0; i < 2000; ++i) {
+      if (processed.load(std::memory_order_seq_cst) >= t) return;
+      cpu_relax();
+    }
+    while (processed.load(std::memory_order_seq_cst) < t) {
+      hits.wait(seen, std::memory_order_acquire);
+      seen = hits.load(std::memory_order_acquire);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// thread_team: n persistent threads that run body(index) once per round. The threads are created
+// once (outside any timed region) and sleep on a futex between rounds.
+//
+// Contract: start_round / wait_round / stop from one controlling thread only; a round must be
+// waited for before the next starts. body runs on the team's threads.
+class thread_team {
+ public:
+  thread_team(unsigned n, std::function<void(unsigned)> body) : body_(std::move(body)) {
+    threads_.reserve(n);
+    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~thread_team() { stop(); }
+  thread_team(const thread_team&) = delete;
+  thread_team& operator=(const thread_team&) = delete;
+
+  unsigned size() const noexcept { return static_cast<unsigned>(threads_.size()); }
+
+  void start_round() noexcept {
+    done_.store(0, std::memory_order_relaxed);
+    round_.fetch_add(1, std::memory_order_release);
+    round_.notify_all();
+  }
+  // Waits until every thread has finished this round's body.
+  void wait_round() noexcept {
+    const auto n = static_cast<std::uint32_t>(threads_.size());
+    for (;;) {
+      const std::uint32_t d = done_.load(std::memory_order_acquire);
+      if (d >= n) return;
+      done_.wait(d, std::memory_order_acquire);
+    }
+  }
+  void run_round() noexcept {
+    start_round();
+    wait_round();
+  }
+  void stop() {
+    if (threads_.empty()) return;
+    quit_.store(true, std::memory_order_relaxed);
+    round_.fetch_add(1, std::memory_order_release);
+    round_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void loop(unsigned index) {
+    std::uint32_t seen = 0;
+    for (;;) {
+      std::uint32_t r = round_.load(std::memory_order_acquire);
+      while (r == seen) {
+        round_.wait(r, std::memory_order_acquire);
+        r = round_.load(std::memory_order_acquire);
+      }
+      seen = r;
+      if (quit_.load(std::memory_order_relaxed)) return;
+      body_(index);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_all();
+    }
+  }
+
+  std::function<void(unsigned)> body_;
+  std::vector<std::thread> threads_;
+  // Writer: the controller (fetch_add, release). Readers: team threads (acquire): a new round.
+  alignas(64) std::atomic<std::uint32_t> round_{0};
+  // Writers: team threads (fetch_add). Reader: the controller. Reset by start_round.
+  alignas(64) std::atomic<std::uint32_t> done_{0};
+  std::atomic<bool> quit_{false};
+};
+
+}  // namespace akt_bench
+
+// ---------------------------------------------------------------------------------------------
+// Replacement operator new / delete (one translation unit only).
+
+#if defined(AKT_BENCH_REPLACE_OPERATOR_NEW)
+
+namespace akt_bench::detail {
+inline void* counted_malloc(std::size_t n) noexcept {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
+inline void* counted_aligned(std::size_t n, std::align_val_t al) noexcept {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  auto a = static_cast<std::size_t>(al);
+  if (a < sizeof(void*)) a = sizeof(void*);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const std::size_t size = n == 0 ? a : (n + a - 1) / a * a;
+  return std::aligned_alloc(a, size);
+}
+inline void counted_free(void* p) noexcept {
+  if (p == nullptr) return;
+  deallocations.fetch_add(1, std::memory_order_relaxed);
+  std::free(p);
+}
+}  // namespace akt_bench::detail
+
+void* operator new(std::size_t n) {
+  if (void* p = akt_bench::detail::counted_malloc(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  if (void* p = akt_bench::detail::counted_malloc(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, std::align_val_t al) {
+  if (void* p = akt_bench::detail::counted_aligned(n, al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t al) {
+  if (void* p = akt_bench::detail::counted_aligned(n, al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return akt_bench::detail::counted_malloc(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return akt_bench::detail::counted_malloc(n);
+}
+void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return akt_bench::detail::counted_aligned(n, al);
+}
+void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return akt_bench::detail::counted_aligned(n, al);
+}
+
+void operator delete(void* p) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete[](void* p) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { akt_bench::detail::counted_free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  akt_bench::detail::counted_free(p);
+}
+
+#endif  // AKT_BENCH_REPLACE_OPERATOR_NEW
