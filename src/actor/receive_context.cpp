@@ -10,6 +10,27 @@ namespace akt {
 
 receive_context::~receive_context() { reset(); }
 
+void* receive_context::operator new(std::size_t size) {
+  static_assert(alignof(receive_context) == 64);
+  // Through the global (unaligned) operator new, so allocation counters see it.
+  void* raw = ::operator new(size + 64);
+  // malloc returns 16-aligned blocks, so the aligned address is 16..64 bytes in: room for the
+  // original pointer right below it.
+  const auto aligned = (reinterpret_cast<std::uintptr_t>(raw) + 64) & ~std::uintptr_t(63);
+  reinterpret_cast<void**>(aligned)[-1] = raw;
+  return reinterpret_cast<void*>(aligned);
+}
+
+void* receive_context::operator new(std::size_t size, std::align_val_t) {
+  return operator new(size);
+}
+
+void receive_context::operator delete(void* p) noexcept {
+  if (p != nullptr) ::operator delete(static_cast<void**>(p)[-1]);
+}
+
+void receive_context::operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+
 void receive_context::reset() noexcept {
   if (reply_ != nullptr) {
     // Every path completes an ask before recycling; this only guards against a leak.
