@@ -75,12 +75,28 @@ receive_context* actor_cell::dequeue_user(mailbox* custom) noexcept {
   if (custom != nullptr) return static_cast<receive_context*>(custom->dequeue());
   mpsc_node* retired = nullptr;
   mpsc_node* n = mpsc::pop(inbox_tail_, &inbox_stub_, retired);
+  if (n != nullptr) {
+    // In a backlog the next envelope is a cache miss (written long ago on the sender's core,
+    // or evicted): start loading it while this one is processed.
+    if (mpsc_node* after = n->next.load(std::memory_order_relaxed)) __builtin_prefetch(after);
+  }
   if (retired != nullptr) recycle(static_cast<envelope*>(retired));
   return static_cast<receive_context*>(static_cast<envelope*>(n));
 }
 
 error actor_cell::deliver(receive_context* env) noexcept {
   context_access::receiver(*env) = this;
+  // Fast path: a user message to a live actor with the default mailbox.
+  if (AKT_LIKELY(custom_ == nullptr && !env->message().is<poison_pill>() &&
+                 system_->accepting() && life() < life_state::stopping)) {
+    mpsc::push(inbox_head_, env);
+    if (try_schedule(observe())) system_->dispatcher_.schedule(this);
+    return {};
+  }
+  return deliver_slow(env);
+}
+
+error actor_cell::deliver_slow(receive_context* env) noexcept {
   dispatch_state observed;
   if (env->message().is<poison_pill>()) {
     // Control messages pass a stopping system: they are how it stops.

@@ -7,9 +7,15 @@
 
 namespace akt::detail {
 
-sharded_pool<receive_context>& envelope_pool() noexcept {
-  static auto* pool =
-      new sharded_pool<receive_context>(pool_shard_count_for(std::thread::hardware_concurrency()));
+std::atomic<sharded_pool<receive_context>*> g_envelope_pool{nullptr};
+
+sharded_pool<receive_context>& make_envelope_pool() noexcept {
+  static auto* pool = [] {
+    auto* p =
+        new sharded_pool<receive_context>(pool_shard_count_for(std::thread::hardware_concurrency()));
+    g_envelope_pool.store(p, std::memory_order_release);
+    return p;
+  }();
   return *pool;
 }
 

@@ -23,9 +23,15 @@ namespace akt::detail {
 
 enum class run_state : std::uint8_t { created, running, stopping, stopped };
 
-// The process-wide envelope pool (reference: goakt-context-pools.md). Never destroyed, so a
-// late recycle during static destruction is still safe.
-sharded_pool<receive_context>& envelope_pool() noexcept;
+// The process-wide envelope pool (reference: goakt-context-pools.md). Created on first use and
+// never destroyed, so a late recycle during static destruction is still safe. The hot path
+// reads one pointer (acquire, a plain load on x86) instead of a function-local-static guard.
+extern std::atomic<sharded_pool<receive_context>*> g_envelope_pool;
+sharded_pool<receive_context>& make_envelope_pool() noexcept;
+inline sharded_pool<receive_context>& envelope_pool() noexcept {
+  if (auto* p = g_envelope_pool.load(std::memory_order_acquire)) return *p;
+  return make_envelope_pool();
+}
 
 // A copy of src for a second queue (stash): the payload moves, sender, receiver, reply route and
 // deadline are copied, from src's home shard; the clone's late-reply guard starts cleared.

@@ -47,6 +47,7 @@ class actor_cell : public schedulable {
 
   // Producer side: enqueue (or refuse and dead-letter) and schedule.
   error deliver(receive_context* env) noexcept;
+  error deliver_slow(receive_context* env) noexcept;
   // Queued user messages (approximate while producers run); 0 for the default mailbox's
   // in-flight pushes.
   std::size_t mailbox_size() const noexcept;
