@@ -18,7 +18,9 @@ bounded_mailbox::~bounded_mailbox() {
 }
 
 bool bounded_mailbox::try_admit() noexcept {
-  std::int64_t n = size_.load(std::memory_order_relaxed);
+  // seq_cst: a waiter's admission retry must be ordered after its waiters_ increment (no lost
+  // wake-up against the consumer's decrement-then-read).
+  std::int64_t n = size_.load(std::memory_order_seq_cst);
   while (n < static_cast<std::int64_t>(capacity_)) {
     if (size_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst,
                                     std::memory_order_relaxed))

@@ -1,6 +1,5 @@
 #include "akt/mailbox/unbounded_fair_mailbox.hpp"
 
-#include <thread>
 
 namespace akt {
 
@@ -24,17 +23,9 @@ unbounded_fair_mailbox::unbounded_fair_mailbox() : first_(new table(k_initial_ta
 unbounded_fair_mailbox::~unbounded_fair_mailbox() {
   while (dequeue() != nullptr) {
   }
-  auto release = [](sub_queue* q) {
-    if (mpsc_node* s = q->queue.take_sentinel()) recycle(static_cast<envelope*>(s));
-  };
-  release(&outside_);
+  recycler_.flush();
   for (table* t = first_; t != nullptr;) {
-    for (std::size_t i = 0; i < t->capacity; ++i) {
-      if (sub_queue* q = t->values[i].load(std::memory_order_relaxed)) {
-        release(q);
-        delete q;
-      }
-    }
+    for (std::size_t i = 0; i < t->capacity; ++i) delete t->values[i].load(std::memory_order_relaxed);
     table* next = t->next.load(std::memory_order_relaxed);
     delete t;
     t = next;
@@ -49,49 +40,42 @@ std::size_t unbounded_fair_mailbox::hash(const void* key) noexcept {
   return static_cast<std::size_t>(x);
 }
 
-unbounded_fair_mailbox::sub_queue* unbounded_fair_mailbox::find_or_insert(const void* key) {
-  if (key == nullptr) return &outside_;
-  const std::size_t h = hash(key);
-  auto await_value = [](std::atomic<sub_queue*>& v) {
-    sub_queue* q = v.load(std::memory_order_acquire);
-    while (q == nullptr) {  // the inserter is between its key CAS and its value store
-      std::this_thread::yield();
-      q = v.load(std::memory_order_acquire);
-    }
-    return q;
-  };
-  table* t = first_;
-  for (;;) {
+unbounded_fair_mailbox::sub_queue* unbounded_fair_mailbox::find(const void* key,
+                                                                std::size_t h) const noexcept {
+  for (table* t = first_; t != nullptr; t = t->next.load(std::memory_order_acquire)) {
     const std::size_t mask = t->capacity - 1;
     for (std::size_t i = 0; i < t->capacity; ++i) {
       const std::size_t slot = (h + i) & mask;
       const void* k = t->keys[slot].load(std::memory_order_acquire);
-      if (k == key) return await_value(t->values[slot]);
-      if (k != nullptr) continue;
-      // Free slot: the key is in no earlier slot of this table. Insert here unless the table is
-      // half full, in which case the key belongs in a later table.
-      if (t->used.load(std::memory_order_relaxed) * 2 >= t->capacity) break;
-      if (t->keys[slot].compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
-        t->used.fetch_add(1, std::memory_order_relaxed);
-        auto* q = new sub_queue();
-        t->values[slot].store(q, std::memory_order_release);
-        senders_.fetch_add(1, std::memory_order_relaxed);
-        return q;
-      }
-      if (k == key) return await_value(t->values[slot]);
-      // Another key took the slot: keep probing.
+      if (k == key) return t->values[slot].load(std::memory_order_relaxed);
+      if (k == nullptr) break;  // insert-only linear probing: not in this table
     }
-    table* next = t->next.load(std::memory_order_acquire);
-    if (next == nullptr) {
-      auto* bigger = new table(t->capacity * 2);
-      if (t->next.compare_exchange_strong(next, bigger, std::memory_order_acq_rel)) {
-        next = bigger;
-      } else {
-        delete bigger;
-      }
-    }
-    t = next;
   }
+  return nullptr;
+}
+
+unbounded_fair_mailbox::sub_queue* unbounded_fair_mailbox::find_or_insert(const void* key) {
+  if (key == nullptr) return &outside_;
+  const std::size_t h = hash(key);
+  if (sub_queue* q = find(key, h)) return q;
+  std::lock_guard<std::mutex> lock(insert_mutex_);
+  if (sub_queue* q = find(key, h)) return q;  // inserted while we waited
+  table* t = first_;
+  while (t->next.load(std::memory_order_relaxed) != nullptr) t = t->next.load(std::memory_order_relaxed);
+  if ((t->used + 1) * 2 > t->capacity) {
+    auto* bigger = new table(t->capacity * 2);
+    t->next.store(bigger, std::memory_order_release);
+    t = bigger;
+  }
+  const std::size_t mask = t->capacity - 1;
+  std::size_t slot = h & mask;
+  while (t->keys[slot].load(std::memory_order_relaxed) != nullptr) slot = (slot + 1) & mask;
+  auto* q = new sub_queue();
+  t->values[slot].store(q, std::memory_order_relaxed);
+  t->keys[slot].store(key, std::memory_order_release);  // publishes the value with the key
+  ++t->used;
+  senders_.fetch_add(1, std::memory_order_relaxed);
+  return q;
 }
 
 error unbounded_fair_mailbox::enqueue(envelope* e) {
@@ -104,19 +88,18 @@ error unbounded_fair_mailbox::enqueue(envelope* e) {
 }
 
 envelope* unbounded_fair_mailbox::dequeue() {
+  recycler_.flush();
   auto* q = static_cast<sub_queue*>(active_.pop());
   if (q == nullptr) return nullptr;
-  mpsc_node* retired = nullptr;
-  mpsc_node* n = q->queue.pop(retired);
+  mpsc_node* n = q->queue.pop();
   if (n == nullptr) {
-    // An earlier push into this sub-queue is still linking: serve the others, retry later.
+    // A push into this sub-queue is still linking: serve the others, retry later.
     active_.push(q);
     return nullptr;
   }
-  if (retired != nullptr) recycle(static_cast<envelope*>(retired));
   size_.fetch_sub(1, std::memory_order_seq_cst);
   if (q->pending.fetch_sub(1, std::memory_order_acq_rel) > 1) active_.push(q);
-  return static_cast<envelope*>(n);
+  return recycler_.hand_out(static_cast<envelope*>(n));
 }
 
 std::size_t unbounded_fair_mailbox::size() const {

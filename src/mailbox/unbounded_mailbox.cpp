@@ -10,8 +10,10 @@ unbounded_mailbox::~unbounded_mailbox() {
 
 error unbounded_mailbox::enqueue(envelope* e) {
   if (disposed_.load(std::memory_order_acquire)) return errc::mailbox_disposed;
-  queue_.push(e);
+  // Count first: the count may run ahead of the queue (empty() says "not empty" a moment early),
+  // never behind it (empty() would hide a message whose enqueue has returned).
   enqueued_.fetch_add(1, std::memory_order_release);
+  queue_.push(e);
   return {};
 }
 
