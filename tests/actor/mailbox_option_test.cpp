@@ -20,6 +20,7 @@ bool by_value_desc(const message& a, const message& b) {
 struct named_factory {
   std::string name;
   factory make;
+  friend void PrintTo(const named_factory& f, std::ostream* os) { *os << f.name; }
 };
 
 class EveryMailbox : public ::testing::TestWithParam<named_factory> {};
