@@ -27,6 +27,11 @@ struct sleep_for {
 struct boom {
   std::string why;
 };
+// Occupies the actor until *release turns true (tests use it instead of sleeps, so that what
+// they check does not depend on timing). The actor sets `held` when it starts holding.
+struct hold {
+  std::atomic<bool>* release;
+};
 
 // Keeps a running total and a log of the values it saw, in order; answers get_total with the
 // total and echo with n + 1.
@@ -40,6 +45,7 @@ class recorder : public akt::actor {
     std::atomic<int> pre_starts{0};
     std::atomic<int> post_stops{0};
     std::atomic<std::thread::id> last_thread{};
+    std::atomic<bool> held{false};
   };
   explicit recorder(shared* s) : s_(s) {}
 
@@ -64,6 +70,10 @@ class recorder : public akt::actor {
       ctx.respond(e->n + 1);
     } else if (auto* s = ctx.get_if<sleep_for>()) {
       std::this_thread::sleep_for(s->d);
+      s_->count.fetch_add(1);
+    } else if (auto* h = ctx.get_if<hold>()) {
+      s_->held.store(true);
+      while (!h->release->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
       s_->count.fetch_add(1);
     } else if (auto* b = ctx.get_if<boom>()) {
       throw std::runtime_error(b->why);

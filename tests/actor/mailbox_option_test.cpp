@@ -80,14 +80,17 @@ TEST(MailboxOption, FullNonBlockingMailboxRefusesAndDeadLetters) {
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
   recorder::shared s;
-  auto p = sys.spawn<recorder>("r", with_mailbox(std::make_unique<non_blocking_bounded_mailbox>(4)), &s);
+  auto p = sys.spawn<recorder>(
+      "r", with_mailbox(std::make_unique<non_blocking_bounded_mailbox>(4)), &s);
   ASSERT_TRUE(p);
-  ASSERT_FALSE(p->tell(sleep_for{std::chrono::milliseconds(100)}));
-  ASSERT_TRUE(eventually([&] { return s.last_thread.load() != std::thread::id(); }));
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(p->tell(hold{&release}));
+  ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   int full = 0;
   for (long i = 0; i < 10; ++i) {
     if (p->tell(add{i}) == errc::mailbox_full) ++full;
   }
+  release.store(true);
   EXPECT_EQ(full, 6);  // capacity 4
   ASSERT_EQ(dls.wait_for(6), 6u);
   for (const auto& d : dls.items()) EXPECT_EQ(d.reason, errc::mailbox_full);
@@ -101,8 +104,9 @@ TEST(MailboxOption, FullBoundedMailboxRefusesAWorkerProducerAtOnce) {
   recorder::shared s;
   auto slow = sys.spawn<recorder>("slow", with_mailbox(std::make_unique<bounded_mailbox>(2)), &s);
   ASSERT_TRUE(slow);
-  ASSERT_FALSE(slow->tell(sleep_for{std::chrono::milliseconds(200)}));
-  ASSERT_TRUE(eventually([&] { return s.last_thread.load() != std::thread::id(); }));
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(slow->tell(hold{&release}));
+  ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   struct flooder : akt::actor {
     pid target;
     std::atomic<int>* full;
@@ -119,6 +123,7 @@ TEST(MailboxOption, FullBoundedMailboxRefusesAWorkerProducerAtOnce) {
   ASSERT_FALSE(f->tell(1));
   ASSERT_TRUE(eventually([&] { return full.load() == 3; }));  // 2 fit, 3 refused, no block
   EXPECT_GE(dls.wait_for(3), 3u);
+  release.store(true);
 }
 
 TEST(MailboxOption, FullBoundedMailboxBlocksAnOutsideProducerUntilSpace) {
@@ -127,12 +132,19 @@ TEST(MailboxOption, FullBoundedMailboxBlocksAnOutsideProducerUntilSpace) {
   recorder::shared s;
   auto p = sys.spawn<recorder>("r", with_mailbox(std::make_unique<bounded_mailbox>(1)), &s);
   ASSERT_TRUE(p);
-  ASSERT_FALSE(p->tell(sleep_for{std::chrono::milliseconds(100)}));
-  ASSERT_TRUE(eventually([&] { return s.last_thread.load() != std::thread::id(); }));
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(p->tell(hold{&release}));
+  ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   ASSERT_FALSE(p->tell(add{1}));  // fills the mailbox
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_FALSE(p->tell(add{2}));  // blocks until the sleep finished and add{1} was taken
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    released.store(true);
+    release.store(true);
+  });
+  ASSERT_FALSE(p->tell(add{2}));  // blocks until the hold ended and add{1} was taken
+  EXPECT_TRUE(released.load()) << "the tell returned before there was space";
+  releaser.join();
   ASSERT_TRUE(eventually([&] { return s.total.load() == 3; }));
 }
 
@@ -208,9 +220,11 @@ TEST(MailboxOption, PriorityMailboxServesHighestFirst) {
   auto p = sys.spawn<recorder>(
       "r", with_mailbox(std::make_unique<unbounded_stable_priority_mailbox>(by_value_desc)), &s);
   ASSERT_TRUE(p);
-  ASSERT_FALSE(p->tell(sleep_for{std::chrono::milliseconds(100)}));
-  ASSERT_TRUE(eventually([&] { return s.last_thread.load() != std::thread::id(); }));
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(p->tell(hold{&release}));
+  ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   for (long v : {3L, 9L, 1L, 7L, 5L}) ASSERT_FALSE(p->tell(add{v}));
+  release.store(true);
   ASSERT_TRUE(eventually([&] { return s.count.load() == 6; }));
   std::lock_guard<std::mutex> lock(s.mutex);
   EXPECT_EQ(s.log, (std::vector<long>{9, 7, 5, 3, 1}));

@@ -146,20 +146,22 @@ TEST(Ask_Refusal, InvalidTimeout) {
 TEST(Ask_Timeout, SlowHandlerTimesOut) {
   actor_system sys("ask-slow", {.workers = 1});
   ASSERT_TRUE(sys.start());
+  // The first ask's handler waits until the test has seen the ask time out, then replies late.
   struct slow : akt::actor {
+    std::atomic<bool>* release;
+    explicit slow(std::atomic<bool>* r) : release(r) {}
     void receive(akt::receive_context& ctx) override {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      while (!release->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
       ctx.respond(1L);
     }
   };
-  auto p = sys.spawn<slow>("s");
+  std::atomic<bool> release{false};
+  auto p = sys.spawn<slow>("s", &release);
   ASSERT_TRUE(p);
-  const auto t0 = std::chrono::steady_clock::now();
   auto r = p->ask(echo{1}, std::chrono::milliseconds(20));
-  const auto waited = std::chrono::steady_clock::now() - t0;
+  release.store(true);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.code(), errc::request_timeout);
-  EXPECT_LT(waited, std::chrono::milliseconds(190));
   // The late reply does not disturb the next ask from this thread (its slot was abandoned).
   auto r2 = p->ask<long>(echo{1}, std::chrono::seconds(5));
   ASSERT_TRUE(r2) << r2.error().message();
@@ -173,11 +175,13 @@ TEST(Ask_Deadline, AnAskThatExpiredInTheMailboxIsSkipped) {
   recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  ASSERT_FALSE(p->tell(sleep_for{std::chrono::milliseconds(150)}));  // occupy the actor
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(p->tell(hold{&release}));  // occupy the actor
   auto r = p->ask(add{7}, std::chrono::milliseconds(20));
   EXPECT_EQ(r.code(), errc::request_timeout);
+  release.store(true);
   ASSERT_FALSE(p->tell(add{1}));
-  ASSERT_TRUE(eventually([&] { return s.count.load() == 2; }));  // the sleep and add{1}
+  ASSERT_TRUE(eventually([&] { return s.count.load() == 2; }));  // the hold and add{1}
   EXPECT_EQ(s.total.load(), 1) << "the expired ask reached the handler";
   ASSERT_GE(dls.wait_for(1), 1u);
   EXPECT_EQ(dls.items()[0].reason, errc::request_timeout);
@@ -347,10 +351,12 @@ TEST(Stop, PoisonPillOvertakesQueuedMessagesWhichBecomeDeadLetters) {
   recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  ASSERT_FALSE(p->tell(sleep_for{std::chrono::milliseconds(100)}));
-  ASSERT_TRUE(eventually([&] { return s.last_thread.load() != std::thread::id(); }));
+  std::atomic<bool> release{false};
+  ASSERT_FALSE(p->tell(hold{&release}));
+  ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   for (long i = 0; i < 100; ++i) ASSERT_FALSE(p->tell(add{i}));
   ASSERT_FALSE(p->stop());
+  release.store(true);
   ASSERT_TRUE(eventually([&] { return !p->alive() && s.post_stops.load() == 1; }));
   EXPECT_EQ(s.count.load(), 1) << "queued messages ran after the pill";
   EXPECT_EQ(dls.wait_for(100), 100u);
