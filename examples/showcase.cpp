@@ -17,6 +17,9 @@ struct balance {};
 struct burst_item {
   long n;
 };
+struct gossip {
+  std::string text;
+};
 
 // A bank account: serial by construction, no locks.
 class account : public akt::actor {
@@ -75,7 +78,8 @@ int main() {
   std::printf("spawning a second 'alice': %s\n", dup ? "ok" : dup.error().message().c_str());
 
   std::printf("telling alice something she does not handle:\n");
-  (void)alice->tell(std::string("hello?"));
+  (void)alice->tell(gossip{"did you hear?"});
+  (void)alice->ask<long>(balance{}, std::chrono::seconds(1));  // after the gossip, in order
   (void)sys.stop_actor(*alice);
   std::printf("telling alice after she stopped:\n");
   auto refused = alice->tell(deposit{1});
