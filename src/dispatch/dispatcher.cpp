@@ -168,19 +168,28 @@ bool dispatcher::has_visible_work() const noexcept {
   return false;
 }
 
+dispatcher::worker* dispatcher::claim_parked(std::uintptr_t value) noexcept {
+  const auto n = static_cast<unsigned>(workers_.size());
+  const unsigned first = last_parked_.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < n; ++i) {
+    worker& w = *workers_[(first + n - i) % n];  // the hint first, then backwards
+    std::uintptr_t expected = k_parked;
+    if (w.slot.load(std::memory_order_relaxed) == k_parked &&
+        w.slot.compare_exchange_strong(expected, value, std::memory_order_seq_cst)) {
+      parked_.fetch_sub(1, std::memory_order_relaxed);
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
 bool dispatcher::try_handoff(schedulable* s) noexcept {
   // A spinning worker will find it on the global queue without a wake-up system call.
   if (spinning_.load(std::memory_order_seq_cst) != 0) return false;
   if (parked_.load(std::memory_order_seq_cst) == 0) return false;
-  for (auto& w : workers_) {
-    std::uintptr_t expected = k_parked;
-    if (w->slot.load(std::memory_order_relaxed) == k_parked &&
-        w->slot.compare_exchange_strong(expected, reinterpret_cast<std::uintptr_t>(s),
-                                        std::memory_order_seq_cst)) {
-      parked_.fetch_sub(1, std::memory_order_relaxed);
-      w->sleeper.unpark();
-      return true;
-    }
+  if (worker* w = claim_parked(reinterpret_cast<std::uintptr_t>(s))) {
+    w->sleeper.unpark();
+    return true;
   }
   return false;
 }
@@ -188,15 +197,7 @@ bool dispatcher::try_handoff(schedulable* s) noexcept {
 void dispatcher::notify_work() noexcept {
   if (spinning_.load(std::memory_order_seq_cst) != 0) return;  // a spinner will find it
   if (parked_.load(std::memory_order_seq_cst) == 0) return;
-  for (auto& w : workers_) {
-    std::uintptr_t expected = k_parked;
-    if (w->slot.load(std::memory_order_relaxed) == k_parked &&
-        w->slot.compare_exchange_strong(expected, k_woken, std::memory_order_seq_cst)) {
-      parked_.fetch_sub(1, std::memory_order_relaxed);
-      w->sleeper.unpark();
-      return;
-    }
-  }
+  if (worker* w = claim_parked(k_woken)) w->sleeper.unpark();
 }
 
 schedulable* dispatcher::steal(worker& w) noexcept {
@@ -241,6 +242,7 @@ schedulable* dispatcher::spin_for_work(worker& w) noexcept {
 
 schedulable* dispatcher::park_for_work(worker& w) noexcept {
   w.slot.store(k_parked, std::memory_order_seq_cst);
+  last_parked_.store(w.id, std::memory_order_relaxed);
   parked_.fetch_add(1, std::memory_order_seq_cst);
   // Re-check after announcing: a producer that published before our announcement is seen here;
   // one that publishes after it sees us parked.
@@ -265,9 +267,18 @@ schedulable* dispatcher::park_for_work(worker& w) noexcept {
 }
 
 void dispatcher::run(schedulable* s, worker* w) noexcept {
-  bump(w->turns);
-  if (s->run_turn(throughput_)) {
+  for (;;) {
+    bump(w->turns);
+    if (!s->run_turn(throughput_)) return;
+    // Budget spent. When nothing else waits here or on the global queue, keep going with the
+    // same actor instead of queueing it: a lone actor in a local queue is what an idle sibling
+    // would steal, and bouncing a busy actor between cores every turn costs more than the turn.
+    if (w->local.empty() && global_count_.load(std::memory_order_relaxed) <= 0 &&
+        !stopping_.load(std::memory_order_relaxed)) {
+      continue;
+    }
     if (!w->local.push(s)) push_global(s);
+    return;
   }
 }
 

@@ -79,6 +79,9 @@ class dispatcher {
   bool has_visible_work() const noexcept;
   bool try_handoff(schedulable* s) noexcept;
   void notify_work() noexcept;
+  // Claims a parked worker (the most recently parked first: its cache is the warmest) by
+  // moving its slot from parked to `value`; returns it, or null when none is parked.
+  worker* claim_parked(std::uintptr_t value) noexcept;
   void run(schedulable* s, worker* w) noexcept;
   void run_inline(schedulable* s) noexcept;
   void drain_inline() noexcept;
@@ -96,6 +99,8 @@ class dispatcher {
   // Workers spinning / parked. Writers: workers (and wakers for parked_). seq_cst: see above.
   alignas(cache_line) std::atomic<int> spinning_{0};
   std::atomic<int> parked_{0};
+  // Index of the worker that parked last (a hint, relaxed). Writer: parking workers.
+  std::atomic<unsigned> last_parked_{0};
   std::atomic<bool> stopping_{false};  // writer: stop (seq_cst); readers: parking workers
   std::atomic<bool> closed_{false};    // writer: stop after the join; readers: producers
   bool started_ = false;

@@ -8,12 +8,12 @@ namespace akt::test {
 namespace {
 
 TEST(ActorSystem_Lifecycle, StartSpawnStop) {
+  recorder::shared s;
   actor_system sys("lifecycle", {.workers = 2});
   EXPECT_FALSE(sys.running());
   ASSERT_TRUE(sys.start());
   EXPECT_TRUE(sys.running());
   EXPECT_TRUE(sys.start());  // idempotent
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   EXPECT_EQ(s.pre_starts.load(), 1);
@@ -27,8 +27,8 @@ TEST(ActorSystem_Lifecycle, StartSpawnStop) {
 }
 
 TEST(ActorSystem_Spawn, RefusedBeforeStart) {
-  actor_system sys("not-started", {.workers = 1});
   recorder::shared s;
+  actor_system sys("not-started", {.workers = 1});
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.code(), errc::system_not_started);
@@ -36,17 +36,17 @@ TEST(ActorSystem_Spawn, RefusedBeforeStart) {
 }
 
 TEST(ActorSystem_Spawn, RefusedAfterStop) {
+  recorder::shared s;
   actor_system sys("stopped", {.workers = 1});
   ASSERT_TRUE(sys.start());
   ASSERT_TRUE(sys.stop());
-  recorder::shared s;
   EXPECT_EQ(sys.spawn<recorder>("r", &s).code(), errc::system_shutting_down);
 }
 
 TEST(ActorSystem_Names, InvalidNamesAreRefusedWithAReason) {
+  recorder::shared s;
   actor_system sys("names", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   for (std::string bad : {std::string(""), std::string("-lead"), std::string("has space"),
                           std::string("slash/inside"), std::string(".dot"),
                           std::string(256, 'a'), std::string("tab\t")}) {
@@ -63,10 +63,10 @@ TEST(ActorSystem_Names, InvalidNamesAreRefusedWithAReason) {
 }
 
 TEST(ActorSystem_Names, DuplicateNameIsRefusedAndTheFirstActorIsUntouched) {
-  actor_system sys("dup", {.workers = 1});
-  ASSERT_TRUE(sys.start());
   recorder::shared a;
   recorder::shared b;
+  actor_system sys("dup", {.workers = 1});
+  ASSERT_TRUE(sys.start());
   auto first = sys.spawn<recorder>("same", &a);
   ASSERT_TRUE(first);
   auto second = sys.spawn<recorder>("same", &b);
@@ -78,22 +78,22 @@ TEST(ActorSystem_Names, DuplicateNameIsRefusedAndTheFirstActorIsUntouched) {
 }
 
 TEST(ActorSystem_Names, NameIsFreeAgainOnceStopped) {
+  recorder::shared a;
+  recorder::shared b;
   actor_system sys("reuse", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared a;
   auto p = sys.spawn<recorder>("worker", &a);
   ASSERT_TRUE(p);
   ASSERT_TRUE(sys.stop_actor(*p));
   EXPECT_FALSE(p->alive());
   EXPECT_EQ(sys.find("worker").code(), errc::actor_not_found);
-  recorder::shared b;
   EXPECT_TRUE(sys.spawn<recorder>("worker", &b));
 }
 
 TEST(ActorSystem_Find, FindsLiveActorsByName) {
+  recorder::shared s;
   actor_system sys("find", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("needle", &s);
   ASSERT_TRUE(p);
   auto found = sys.find("needle");
@@ -107,9 +107,9 @@ TEST(ActorSystem_Find, FindsLiveActorsByName) {
 }
 
 TEST(ActorSystem_Spawn, ManyActorsWithDistinctNames) {
+  recorder::shared s;
   actor_system sys("many", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   std::vector<pid> pids;
   for (int i = 0; i < 5000; ++i) {
     auto p = sys.spawn<recorder>("a" + std::to_string(i), &s);
@@ -129,11 +129,11 @@ TEST(ActorSystem_Spawn, ManyActorsWithDistinctNames) {
 }
 
 TEST(ActorSystem_Spawn, ConcurrentSpawnsOfOneNameYieldExactlyOneActor) {
-  actor_system sys("race", {.workers = 2});
-  ASSERT_TRUE(sys.start());
   recorder::shared s;
   std::atomic<int> ok{0};
   std::atomic<int> exists{0};
+  actor_system sys("race", {.workers = 2});
+  ASSERT_TRUE(sys.start());
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
@@ -171,16 +171,16 @@ struct throwing_constructor : akt::actor {
 };
 
 TEST(ActorSystem_PreStart, FailureFailsTheSpawnAndFreesTheName) {
+  std::atomic<int> post_stops{0};
+  recorder::shared s;
   actor_system sys("prestart", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  std::atomic<int> post_stops{0};
   auto p = sys.spawn<failing_start>("x", &post_stops);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.code(), errc::init_failure);
   EXPECT_NE(p.error().message().find("database unreachable"), std::string::npos);
   EXPECT_EQ(post_stops.load(), 0) << "post_stop runs only for actors that started";
   EXPECT_EQ(sys.find("x").code(), errc::actor_not_found);
-  recorder::shared s;
   EXPECT_TRUE(sys.spawn<recorder>("x", &s));
   EXPECT_EQ(sys.stats().actors, 1u);
 }
@@ -200,9 +200,9 @@ TEST(ActorSystem_PreStart, ExceptionBecomesInitFailure) {
 }
 
 TEST(ActorSystem_PostStop, RunsOnceWhenStopped) {
+  recorder::shared s;
   actor_system sys("poststop", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   ASSERT_TRUE(sys.stop_actor(*p));
@@ -213,9 +213,9 @@ TEST(ActorSystem_PostStop, RunsOnceWhenStopped) {
 }
 
 TEST(ActorSystem_Stats, CountsSpawnedAndLiveActors) {
+  recorder::shared s;
   actor_system sys("stats", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto a = sys.spawn<recorder>("a", &s);
   auto b = sys.spawn<recorder>("b", &s);
   ASSERT_TRUE(a && b);

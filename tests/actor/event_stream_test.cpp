@@ -70,13 +70,13 @@ TEST(EventStream_Subscribe, NoCallAfterUnsubscribeReturnsUnderConcurrency) {
 }
 
 TEST(EventStream_System, LifecycleEventsArePublished) {
+  recorder::shared s;
   actor_system sys("events", {.workers = 1});
   ASSERT_TRUE(sys.start());
   collector<actor_started, std::string> started(
       sys, [](const actor_started& e) { return std::string(e.actor.name()); });
   collector<actor_stopped, std::string> stopped(
       sys, [](const actor_stopped& e) { return std::string(e.actor.name()); });
-  recorder::shared s;
   auto p = sys.spawn<recorder>("watched", &s);
   ASSERT_TRUE(p);
   ASSERT_TRUE(sys.stop_actor(*p));
@@ -87,9 +87,9 @@ TEST(EventStream_System, LifecycleEventsArePublished) {
 }
 
 TEST(EventStream_System, DeadLettersAreCountedWithoutSubscribers) {
+  recorder::shared s;
   actor_system sys("dl-count", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   ASSERT_TRUE(sys.stop_actor(*p));
@@ -98,6 +98,7 @@ TEST(EventStream_System, DeadLettersAreCountedWithoutSubscribers) {
 }
 
 TEST(EventStream_System, ADeadLetterCarriesPayloadSenderAndReceiver) {
+  recorder::shared s;
   actor_system sys("dl-fields", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct seen_t {
@@ -112,7 +113,6 @@ TEST(EventStream_System, ADeadLetterCarriesPayloadSenderAndReceiver) {
     s.receiver = std::string(d.receiver.name());
     return s;
   });
-  recorder::shared s;
   auto victim = sys.spawn<recorder>("victim", &s);
   ASSERT_TRUE(victim);
   ASSERT_TRUE(sys.stop_actor(*victim));

@@ -8,12 +8,13 @@ namespace akt::test {
 namespace {
 
 TEST(Failure_Exception, WorkerSurvivesActorStopsEventPublished) {
+  recorder::shared s;
+  recorder::shared other;
   actor_system sys("boom", {.workers = 1});
   ASSERT_TRUE(sys.start());
   collector<actor_failed, std::string> failures(
       sys, [](const actor_failed& f) { return std::string(f.actor.name()) + ":" + f.what; });
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("fragile", &s);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(boom{"kaput"}));
@@ -22,7 +23,6 @@ TEST(Failure_Exception, WorkerSurvivesActorStopsEventPublished) {
   EXPECT_EQ(failures.items()[0], "fragile:kaput");
   ASSERT_TRUE(eventually([&] { return !p->alive() && s.post_stops.load() == 1; }));
   // The single worker still runs other actors.
-  recorder::shared other;
   auto q = sys.spawn<recorder>("sturdy", &other);
   ASSERT_TRUE(q);
   ASSERT_FALSE(q->tell(add{5}));
@@ -31,9 +31,9 @@ TEST(Failure_Exception, WorkerSurvivesActorStopsEventPublished) {
 }
 
 TEST(Failure_Exception, AskerGetsHandlerFailedNamingTheException) {
+  recorder::shared s;
   actor_system sys("boom-ask", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("fragile", &s);
   ASSERT_TRUE(p);
   auto r = p->ask(boom{"disk on fire"}, std::chrono::seconds(5));
@@ -105,12 +105,12 @@ TEST(Shutdown_Accounting, EveryQueuedMessageIsHandledOrDeadLettered) {
 }
 
 TEST(Shutdown_Accounting, TellsAfterStopAreRefusedWithShuttingDown) {
+  recorder::shared s;
+  std::atomic<long> dead{0};
   actor_system sys("after-stop", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  std::atomic<long> dead{0};
   auto sub = sys.events().subscribe<dead_letter>([&](const dead_letter& d) {
     if (d.reason == errc::system_shutting_down) dead.fetch_add(1);
   });
@@ -120,6 +120,7 @@ TEST(Shutdown_Accounting, TellsAfterStopAreRefusedWithShuttingDown) {
 }
 
 TEST(Shutdown_Stop, StopFromAWorkerIsRefused) {
+  std::atomic<int> code{-1};
   actor_system sys("stop-worker", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct stopper : akt::actor {
@@ -129,7 +130,6 @@ TEST(Shutdown_Stop, StopFromAWorkerIsRefused) {
       out->store(static_cast<int>(ctx.system().stop().code()));
     }
   };
-  std::atomic<int> code{-1};
   auto p = sys.spawn<stopper>("s", &code);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(1));

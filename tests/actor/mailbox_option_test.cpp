@@ -26,9 +26,9 @@ struct named_factory {
 class EveryMailbox : public ::testing::TestWithParam<named_factory> {};
 
 TEST_P(EveryMailbox, ActorProcessesEveryMessageFromManySenders) {
+  recorder::shared s;
   actor_system sys("mb", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", with_mailbox(GetParam().make()), &s);
   ASSERT_TRUE(p);
   constexpr int k_senders = 3;
@@ -76,14 +76,14 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<named_factory>& i) { return i.param.name; });
 
 TEST(MailboxOption, FullNonBlockingMailboxRefusesAndDeadLetters) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
   actor_system sys("full", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>(
       "r", with_mailbox(std::make_unique<non_blocking_bounded_mailbox>(4)), &s);
   ASSERT_TRUE(p);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(p->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   int full = 0;
@@ -98,13 +98,14 @@ TEST(MailboxOption, FullNonBlockingMailboxRefusesAndDeadLetters) {
 }
 
 TEST(MailboxOption, FullBoundedMailboxRefusesAWorkerProducerAtOnce) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
+  std::atomic<int> full{0};
   actor_system sys("bounded-worker", {.workers = 2});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto slow = sys.spawn<recorder>("slow", with_mailbox(std::make_unique<bounded_mailbox>(2)), &s);
   ASSERT_TRUE(slow);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(slow->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   struct flooder : akt::actor {
@@ -117,7 +118,6 @@ TEST(MailboxOption, FullBoundedMailboxRefusesAWorkerProducerAtOnce) {
       }
     }
   };
-  std::atomic<int> full{0};
   auto f = sys.spawn<flooder>("flooder", *slow, &full);
   ASSERT_TRUE(f);
   ASSERT_FALSE(f->tell(1));
@@ -127,16 +127,16 @@ TEST(MailboxOption, FullBoundedMailboxRefusesAWorkerProducerAtOnce) {
 }
 
 TEST(MailboxOption, FullBoundedMailboxBlocksAnOutsideProducerUntilSpace) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
+  std::atomic<bool> released{false};
   actor_system sys("bounded-block", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", with_mailbox(std::make_unique<bounded_mailbox>(1)), &s);
   ASSERT_TRUE(p);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(p->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   ASSERT_FALSE(p->tell(add{1}));  // fills the mailbox
-  std::atomic<bool> released{false};
   std::thread releaser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     released.store(true);
@@ -190,9 +190,9 @@ class deque_mailbox final : public mailbox {
 };
 
 TEST(MailboxOption, UserWrittenMailboxWorks) {
+  recorder::shared s;
   actor_system sys("custom", {.workers = 2, .spin_rounds = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", with_mailbox(std::make_unique<deque_mailbox>()), &s);
   ASSERT_TRUE(p);
   std::vector<std::thread> senders;
@@ -214,13 +214,13 @@ TEST(MailboxOption, UserWrittenMailboxWorks) {
 }
 
 TEST(MailboxOption, PriorityMailboxServesHighestFirst) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
   actor_system sys("prio", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>(
       "r", with_mailbox(std::make_unique<unbounded_stable_priority_mailbox>(by_value_desc)), &s);
   ASSERT_TRUE(p);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(p->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   for (long v : {3L, 9L, 1L, 7L, 5L}) ASSERT_FALSE(p->tell(add{v}));

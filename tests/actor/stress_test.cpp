@@ -27,10 +27,10 @@ struct relay : akt::actor {
 };
 
 TEST(Stress_Relay, TokensCircleARingOfActors) {
+  std::atomic<long> finished{0};
   actor_system sys("ring", {.workers = 2});
   ASSERT_TRUE(sys.start());
   std::vector<pid> ring;
-  std::atomic<long> finished{0};
   constexpr int k_actors = 32;
   // Spawn all first, then fill the ring vector before any message flows.
   std::vector<pid> spawned;
@@ -88,12 +88,12 @@ TEST(Stress_Stop, StoppingActorsUnderLoadLosesNothing) {
 }
 
 TEST(Stress_Ask, ConcurrentAskersEachGetTheirOwnReply) {
+  recorder::shared s;
+  std::atomic<int> wrong{0};
   actor_system sys("askers", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  std::atomic<int> wrong{0};
   std::vector<std::thread> askers;
   for (int t = 0; t < 4; ++t) {
     askers.emplace_back([&, t] {
@@ -111,6 +111,8 @@ TEST(Stress_Ask, ConcurrentAskersEachGetTheirOwnReply) {
 TEST(Stress_Ask, TimeoutsAndLateRepliesUnderLoad) {
   // Asks with tiny timeouts against a busy actor: each one either returns the right reply or
   // request_timeout; late replies never reach a later ask of the same thread.
+  std::atomic<int> wrong{0};
+  std::atomic<int> timeouts{0};
   actor_system sys("ask-timeouts", {.workers = 2});
   ASSERT_TRUE(sys.start());
   struct jittery : akt::actor {
@@ -124,8 +126,6 @@ TEST(Stress_Ask, TimeoutsAndLateRepliesUnderLoad) {
   };
   auto p = sys.spawn<jittery>("j");
   ASSERT_TRUE(p);
-  std::atomic<int> wrong{0};
-  std::atomic<int> timeouts{0};
   std::vector<std::thread> askers;
   for (int t = 0; t < 3; ++t) {
     askers.emplace_back([&, t] {

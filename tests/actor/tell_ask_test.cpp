@@ -8,9 +8,9 @@ namespace akt::test {
 namespace {
 
 TEST(Tell_Ordering, MessagesFromOneSenderArriveInOrder) {
+  recorder::shared s;
   actor_system sys("order", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   for (long i = 0; i < 20000; ++i) ASSERT_FALSE(p->tell(add{i}));
@@ -20,9 +20,9 @@ TEST(Tell_Ordering, MessagesFromOneSenderArriveInOrder) {
 }
 
 TEST(Tell_Ordering, PerSenderOrderHoldsWithManySenders) {
+  recorder::shared s;
   actor_system sys("order-many", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   constexpr int k_senders = 4;
@@ -54,9 +54,9 @@ TEST(Tell_Handler, RunsOnAWorkerNeverConcurrently) {
     explicit plain_counter(std::atomic<long>* o) : out(o) {}
     void receive(akt::receive_context&) override { out->store(++count); }
   };
+  std::atomic<long> seen{0};
   actor_system sys("serial", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  std::atomic<long> seen{0};
   auto p = sys.spawn<plain_counter>("c", &seen);
   ASSERT_TRUE(p);
   std::vector<std::thread> senders;
@@ -78,9 +78,9 @@ TEST(Tell_Refusal, EmptyPidIsRefused) {
 }
 
 TEST(Ask_Reply, TypedReply) {
+  recorder::shared s;
   actor_system sys("ask", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   auto r = p->ask<long>(echo{41}, std::chrono::seconds(5));
@@ -93,9 +93,9 @@ TEST(Ask_Reply, TypedReply) {
 }
 
 TEST(Ask_Reply, WrongReplyTypeIsReported) {
+  recorder::shared s;
   actor_system sys("ask-type", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   auto r = p->ask<std::string>(echo{1}, std::chrono::seconds(5));
@@ -105,9 +105,9 @@ TEST(Ask_Reply, WrongReplyTypeIsReported) {
 }
 
 TEST(Ask_Reply, HandlerThatDoesNotReplyGivesNoReply) {
+  recorder::shared s;
   actor_system sys("ask-noreply", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   auto r = p->ask(add{3}, std::chrono::seconds(5));
@@ -117,10 +117,10 @@ TEST(Ask_Reply, HandlerThatDoesNotReplyGivesNoReply) {
 }
 
 TEST(Ask_Reply, UnhandledMessageGivesUnhandledAndADeadLetter) {
+  recorder::shared s;
   actor_system sys("ask-unhandled", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   auto r = p->ask(std::string("what?"), std::chrono::seconds(5));
@@ -132,9 +132,9 @@ TEST(Ask_Reply, UnhandledMessageGivesUnhandledAndADeadLetter) {
 }
 
 TEST(Ask_Refusal, InvalidTimeout) {
+  recorder::shared s;
   actor_system sys("ask-timeout-arg", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   auto dls = dead_letters(sys);
@@ -144,6 +144,7 @@ TEST(Ask_Refusal, InvalidTimeout) {
 }
 
 TEST(Ask_Timeout, SlowHandlerTimesOut) {
+  std::atomic<bool> release{false};
   actor_system sys("ask-slow", {.workers = 1});
   ASSERT_TRUE(sys.start());
   // The first ask's handler waits until the test has seen the ask time out, then replies late.
@@ -155,7 +156,6 @@ TEST(Ask_Timeout, SlowHandlerTimesOut) {
       ctx.respond(1L);
     }
   };
-  std::atomic<bool> release{false};
   auto p = sys.spawn<slow>("s", &release);
   ASSERT_TRUE(p);
   auto r = p->ask(echo{1}, std::chrono::milliseconds(20));
@@ -169,13 +169,13 @@ TEST(Ask_Timeout, SlowHandlerTimesOut) {
 }
 
 TEST(Ask_Deadline, AnAskThatExpiredInTheMailboxIsSkipped) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
   actor_system sys("ask-expired", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(p->tell(hold{&release}));  // occupy the actor
   auto r = p->ask(add{7}, std::chrono::milliseconds(20));
   EXPECT_EQ(r.code(), errc::request_timeout);
@@ -189,6 +189,7 @@ TEST(Ask_Deadline, AnAskThatExpiredInTheMailboxIsSkipped) {
 }
 
 TEST(Ask_Deadline, HandlerSeesTheDeadline) {
+  std::atomic<int> seen{0};
   actor_system sys("ask-deadline", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct deadline_reader : akt::actor {
@@ -214,7 +215,6 @@ TEST(Ask_Deadline, HandlerSeesTheDeadline) {
       out->store(ctx.deadline().has_value() ? 1 : 2);
     }
   };
-  std::atomic<int> seen{0};
   auto t = sys.spawn<tell_checker>("t", &seen);
   ASSERT_TRUE(t);
   ASSERT_FALSE(t->tell(1));
@@ -223,9 +223,10 @@ TEST(Ask_Deadline, HandlerSeesTheDeadline) {
 }
 
 TEST(Ask_FromWorker, BlockingAskOnAWorkerIsRefused) {
+  recorder::shared s;
+  std::atomic<int> code{-1};
   actor_system sys("ask-worker", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto target = sys.spawn<recorder>("target", &s);
   ASSERT_TRUE(target);
   struct asker : akt::actor {
@@ -237,7 +238,6 @@ TEST(Ask_FromWorker, BlockingAskOnAWorkerIsRefused) {
       out->store(static_cast<int>(r.code()));
     }
   };
-  std::atomic<int> code{-1};
   auto a = sys.spawn<asker>("asker", *target, &code);
   ASSERT_TRUE(a);
   ASSERT_FALSE(a->tell(1));
@@ -246,9 +246,10 @@ TEST(Ask_FromWorker, BlockingAskOnAWorkerIsRefused) {
 }
 
 TEST(Respond, ReplyGoesToTheSendingActor) {
+  recorder::shared s;
+  std::atomic<long> got{0};
   actor_system sys("respond", {.workers = 2});
   ASSERT_TRUE(sys.start());
-  recorder::shared s;
   auto echoer = sys.spawn<recorder>("echoer", &s);
   ASSERT_TRUE(echoer);
   // The client sends echo{n} as itself; the recorder's respond goes back to it as a long.
@@ -265,7 +266,6 @@ TEST(Respond, ReplyGoesToTheSendingActor) {
       }
     }
   };
-  std::atomic<long> got{0};
   auto c = sys.spawn<client>("client", *echoer, &got);
   ASSERT_TRUE(c);
   ASSERT_FALSE(c->tell(99));
@@ -273,10 +273,10 @@ TEST(Respond, ReplyGoesToTheSendingActor) {
 }
 
 TEST(Respond, ReplyWithNobodyToReplyToIsADeadLetter) {
+  recorder::shared s;
   actor_system sys("respond-none", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(echo{5}));  // a tell from outside: the reply has no recipient
@@ -321,6 +321,7 @@ TEST(Respond, RespondErrorReachesTheAsker) {
 }
 
 TEST(Message, MoveOnlyAndLargePayloadsTravel) {
+  std::atomic<long> sum{0};
   actor_system sys("payloads", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct big {
@@ -334,7 +335,6 @@ TEST(Message, MoveOnlyAndLargePayloadsTravel) {
       if (auto* b = ctx.get_if<big>()) out->fetch_add(b->bytes[511]);
     }
   };
-  std::atomic<long> sum{0};
   auto p = sys.spawn<taker>("t", &sum);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(std::make_unique<long>(40)));
@@ -345,13 +345,13 @@ TEST(Message, MoveOnlyAndLargePayloadsTravel) {
 }
 
 TEST(Stop, PoisonPillOvertakesQueuedMessagesWhichBecomeDeadLetters) {
+  recorder::shared s;
+  std::atomic<bool> release{false};
   actor_system sys("pill", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
-  std::atomic<bool> release{false};
   ASSERT_FALSE(p->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   for (long i = 0; i < 100; ++i) ASSERT_FALSE(p->tell(add{i}));
@@ -364,10 +364,10 @@ TEST(Stop, PoisonPillOvertakesQueuedMessagesWhichBecomeDeadLetters) {
 }
 
 TEST(Stop, TellToAStoppedActorIsDeadAndADeadLetter) {
+  recorder::shared s;
   actor_system sys("dead", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  recorder::shared s;
   auto p = sys.spawn<recorder>("r", &s);
   ASSERT_TRUE(p);
   ASSERT_TRUE(sys.stop_actor(*p));
@@ -402,6 +402,7 @@ namespace {
 TEST(Envelope_Lifetime, PayloadIsReleasedAsSoonAsItWasHandled) {
   // The handled envelope stays in the mailbox as its sentinel until the next message; what it
   // carried must not stay alive with it.
+  std::atomic<int> handled{0};
   actor_system sys("release", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct holder_actor : akt::actor {
@@ -409,7 +410,6 @@ TEST(Envelope_Lifetime, PayloadIsReleasedAsSoonAsItWasHandled) {
     explicit holder_actor(std::atomic<int>* h) : handled(h) {}
     void receive(akt::receive_context&) override { handled->fetch_add(1); }
   };
-  std::atomic<int> handled{0};
   auto p = sys.spawn<holder_actor>("h", &handled);
   ASSERT_TRUE(p);
   auto token = std::make_shared<int>(7);
