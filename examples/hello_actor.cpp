@@ -48,8 +48,10 @@ int main() {
   g.tell(greet{"akt"});
 
   akt::result<int> n = g.ask<int>(count_greetings{}, std::chrono::seconds(1));
-  if (n) std::printf("greeted %d times\n", *n);
-  else std::printf("ask failed: %s\n", n.error().message().c_str());
+  if (n)
+    std::printf("greeted %d times\n", *n);
+  else
+    std::printf("ask failed: %s\n", n.error().message().c_str());
 
   sys.stop();
   // [/system]

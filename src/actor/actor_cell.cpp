@@ -87,8 +87,8 @@ receive_context* actor_cell::dequeue_user(mailbox* custom) noexcept {
 error actor_cell::deliver(receive_context* env) noexcept {
   context_access::receiver(*env) = this;
   // Fast path: a user message to a live actor with the default mailbox.
-  if (AKT_LIKELY(custom_ == nullptr && !env->message().is<poison_pill>() &&
-                 system_->accepting() && life() < life_state::stopping)) {
+  if (AKT_LIKELY(custom_ == nullptr && !env->message().is<poison_pill>() && system_->accepting() &&
+                 life() < life_state::stopping)) {
     mpsc::push(inbox_head_, env);
     if (try_schedule(observe())) system_->dispatcher_.schedule(this);
     return {};
@@ -106,7 +106,7 @@ error actor_cell::deliver_slow(receive_context* env) noexcept {
     error refusal;
     if (!system_->accepting()) {
       refusal = system_->state() == run_state::created ? errc::system_not_started
-                                                         : errc::system_shutting_down;
+                                                       : errc::system_shutting_down;
     } else if (life() >= life_state::stopping) {
       refusal = errc::dead;
     } else if (custom_) {
@@ -157,8 +157,10 @@ bool actor_cell::run_turn(unsigned budget) {
     ++done;
     // instance_ (turn owner's line) rather than life_ (on the line producers write): the turn
     // owner is the only one that destroys the instance, when the actor stops.
-    if (instance_ == nullptr) system_->dead_letter(*env, errc::dead);
-    else invoke(*env);
+    if (instance_ == nullptr)
+      system_->dead_letter(*env, errc::dead);
+    else
+      invoke(*env);
     env->release_contents();
   }
   yield_turn();
@@ -216,8 +218,8 @@ void actor_cell::stop_now() noexcept {
       instance_->post_stop(ctx);
     } catch (const std::exception& e) {
       if (system_->events_->has_subscribers<actor_failed>()) {
-        system_->events_->publish(actor_failed{pid::share(this),
-                                               std::string("post_stop threw: ") + e.what(), ""});
+        system_->events_->publish(
+            actor_failed{pid::share(this), std::string("post_stop threw: ") + e.what(), ""});
       }
     } catch (...) {
       if (system_->events_->has_subscribers<actor_failed>()) {

@@ -35,10 +35,13 @@ error validate_actor_name(std::string_view name) {
 
 error check_spawn(system_core* core, std::string_view name) {
   switch (core->state()) {
-    case run_state::created: return errc::system_not_started;
+    case run_state::created:
+      return errc::system_not_started;
     case run_state::stopping:
-    case run_state::stopped: return errc::system_shutting_down;
-    case run_state::running: break;
+    case run_state::stopped:
+      return errc::system_shutting_down;
+    case run_state::running:
+      break;
   }
   return validate_actor_name(name);
 }
@@ -64,9 +67,7 @@ const std::string& actor_system::name() const noexcept { return core_->name_; }
 unsigned actor_system::worker_count() const noexcept { return core_->dispatcher_.worker_count(); }
 event_stream& actor_system::events() noexcept { return *core_->events_; }
 
-bool actor_system::running() const noexcept {
-  return core_->state() == detail::run_state::running;
-}
+bool actor_system::running() const noexcept { return core_->state() == detail::run_state::running; }
 
 result<void> actor_system::start() {
   auto expected = detail::run_state::created;
@@ -98,8 +99,8 @@ result<void> actor_system::stop() {
   core_->dispatcher_.stop();
   core_->state_.store(detail::run_state::stopped, std::memory_order_release);
   if (!all_stopped) {
-    return error(errc::request_timeout, std::to_string(stragglers) +
-                                            " actors did not stop within the shutdown timeout");
+    return error(errc::request_timeout,
+                 std::to_string(stragglers) + " actors did not stop within the shutdown timeout");
   }
   return {};
 }
@@ -115,9 +116,8 @@ result<void> actor_system::stop_actor(const pid& actor, std::chrono::nanoseconds
   (void)actor.stop();
   if (detail::on_worker_thread()) return errc::blocking_on_worker;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const bool stopped = core_->wait_for_deaths(deadline, [&] {
-    return actor.cell()->life() == detail::life_state::dead;
-  });
+  const bool stopped = core_->wait_for_deaths(
+      deadline, [&] { return actor.cell()->life() == detail::life_state::dead; });
   if (!stopped) return errc::request_timeout;
   return {};
 }

@@ -37,8 +37,10 @@ void event_stream::unsubscribe(std::uint64_t id) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     auto next = std::make_shared<list>();
     for (const auto& e : *entries_) {
-      if (e->id == id) removed = e;
-      else next->push_back(e);
+      if (e->id == id)
+        removed = e;
+      else
+        next->push_back(e);
     }
     entries_ = std::move(next);
     count_.store(entries_->size(), std::memory_order_release);

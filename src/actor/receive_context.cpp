@@ -86,9 +86,7 @@ void receive_context::respond_error(error err) {
   if (reply_ != nullptr && !reply_closed_) receiver_->system()->complete_reply(*this, err);
 }
 
-void receive_context::unhandled() {
-  receiver_->system()->dead_letter(*this, errc::unhandled);
-}
+void receive_context::unhandled() { receiver_->system()->dead_letter(*this, errc::unhandled); }
 
 void receive_context::stop_self() { (void)self().stop(); }
 
@@ -118,8 +116,10 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   auto* env = static_cast<receive_context*>(e);
   context_access::receiver(*env) = to;
   error refusal;
-  if (timeout <= std::chrono::nanoseconds::zero()) refusal = errc::invalid_timeout;
-  else if (on_worker_thread()) refusal = errc::blocking_on_worker;
+  if (timeout <= std::chrono::nanoseconds::zero())
+    refusal = errc::invalid_timeout;
+  else if (on_worker_thread())
+    refusal = errc::blocking_on_worker;
   if (refusal) {
     to->system()->dead_letter(*env, refusal);
     recycle(env);

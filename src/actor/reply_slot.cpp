@@ -66,8 +66,10 @@ reply_slot* thread_reply_slot() {
 
 void return_thread_reply_slot(reply_slot* s) noexcept {
   s->rearm();
-  if (!t_slot) t_slot.reset(s);
-  else delete s;
+  if (!t_slot)
+    t_slot.reset(s);
+  else
+    delete s;
 }
 
 }  // namespace akt::detail

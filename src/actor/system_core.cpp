@@ -11,8 +11,8 @@ std::atomic<sharded_pool<receive_context>*> g_envelope_pool{nullptr};
 
 sharded_pool<receive_context>& make_envelope_pool() noexcept {
   static auto* pool = [] {
-    auto* p =
-        new sharded_pool<receive_context>(pool_shard_count_for(std::thread::hardware_concurrency()));
+    auto* p = new sharded_pool<receive_context>(
+        pool_shard_count_for(std::thread::hardware_concurrency()));
     g_envelope_pool.store(p, std::memory_order_release);
     return p;
   }();
@@ -32,12 +32,12 @@ void system_core::dead_letter(receive_context& env, const error& reason) noexcep
               pid::share(context_access::receiver(env)), reason);
 }
 
-void system_core::dead_letter(message msg, pid sender, pid receiver,
-                              const error& reason) noexcept {
+void system_core::dead_letter(message msg, pid sender, pid receiver, const error& reason) noexcept {
   dead_letters_.fetch_add(1, std::memory_order_relaxed);
   if (!events_->has_subscribers<akt::dead_letter>()) return;
   try {
-    events_->publish(akt::dead_letter{std::move(msg), std::move(sender), std::move(receiver), reason});
+    events_->publish(
+        akt::dead_letter{std::move(msg), std::move(sender), std::move(receiver), reason});
   } catch (...) {
     // A subscriber threw; the dead letter was counted. Nothing else to do on this path.
   }
@@ -60,6 +60,5 @@ void system_core::on_actor_started() noexcept {
   live_.fetch_add(1, std::memory_order_relaxed);
   spawned_.fetch_add(1, std::memory_order_relaxed);
 }
-
 
 }  // namespace akt::detail

@@ -4,24 +4,42 @@ namespace akt {
 
 std::string_view to_string(errc code) noexcept {
   switch (code) {
-    case errc::ok: return "ok";
-    case errc::dead: return "dead";
-    case errc::request_timeout: return "request_timeout";
-    case errc::mailbox_full: return "mailbox_full";
-    case errc::system_shutting_down: return "system_shutting_down";
-    case errc::system_not_started: return "system_not_started";
-    case errc::actor_already_exists: return "actor_already_exists";
-    case errc::invalid_actor_name: return "invalid_actor_name";
-    case errc::actor_not_found: return "actor_not_found";
-    case errc::unhandled: return "unhandled";
-    case errc::no_reply: return "no_reply";
-    case errc::invalid_timeout: return "invalid_timeout";
-    case errc::init_failure: return "init_failure";
-    case errc::handler_failed: return "handler_failed";
-    case errc::blocking_on_worker: return "blocking_on_worker";
-    case errc::empty_pid: return "empty_pid";
-    case errc::unexpected_reply: return "unexpected_reply";
-    case errc::mailbox_disposed: return "mailbox_disposed";
+    case errc::ok:
+      return "ok";
+    case errc::dead:
+      return "dead";
+    case errc::request_timeout:
+      return "request_timeout";
+    case errc::mailbox_full:
+      return "mailbox_full";
+    case errc::system_shutting_down:
+      return "system_shutting_down";
+    case errc::system_not_started:
+      return "system_not_started";
+    case errc::actor_already_exists:
+      return "actor_already_exists";
+    case errc::invalid_actor_name:
+      return "invalid_actor_name";
+    case errc::actor_not_found:
+      return "actor_not_found";
+    case errc::unhandled:
+      return "unhandled";
+    case errc::no_reply:
+      return "no_reply";
+    case errc::invalid_timeout:
+      return "invalid_timeout";
+    case errc::init_failure:
+      return "init_failure";
+    case errc::handler_failed:
+      return "handler_failed";
+    case errc::blocking_on_worker:
+      return "blocking_on_worker";
+    case errc::empty_pid:
+      return "empty_pid";
+    case errc::unexpected_reply:
+      return "unexpected_reply";
+    case errc::mailbox_disposed:
+      return "mailbox_disposed";
   }
   return "unknown";
 }

@@ -22,8 +22,7 @@ bool bounded_mailbox::try_admit() noexcept {
   // wake-up against the consumer's decrement-then-read).
   std::int64_t n = size_.load(std::memory_order_seq_cst);
   while (n < static_cast<std::int64_t>(capacity_)) {
-    if (size_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst,
-                                    std::memory_order_relaxed))
+    if (size_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
       return true;
   }
   return false;

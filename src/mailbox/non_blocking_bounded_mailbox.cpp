@@ -24,8 +24,6 @@ envelope* non_blocking_bounded_mailbox::dequeue() {
   return ring_.try_pop(e) ? recycler_.hand_out(e) : nullptr;
 }
 
-void non_blocking_bounded_mailbox::dispose() {
-  disposed_.store(true, std::memory_order_release);
-}
+void non_blocking_bounded_mailbox::dispose() { disposed_.store(true, std::memory_order_release); }
 
 }  // namespace akt

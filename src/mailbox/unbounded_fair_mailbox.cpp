@@ -1,6 +1,5 @@
 #include "akt/mailbox/unbounded_fair_mailbox.hpp"
 
-
 namespace akt {
 
 namespace {
@@ -25,7 +24,8 @@ unbounded_fair_mailbox::~unbounded_fair_mailbox() {
   }
   recycler_.flush();
   for (table* t = first_; t != nullptr;) {
-    for (std::size_t i = 0; i < t->capacity; ++i) delete t->values[i].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < t->capacity; ++i)
+      delete t->values[i].load(std::memory_order_relaxed);
     table* next = t->next.load(std::memory_order_relaxed);
     delete t;
     t = next;
@@ -61,7 +61,8 @@ unbounded_fair_mailbox::sub_queue* unbounded_fair_mailbox::find_or_insert(const 
   std::lock_guard<std::mutex> lock(insert_mutex_);
   if (sub_queue* q = find(key, h)) return q;  // inserted while we waited
   table* t = first_;
-  while (t->next.load(std::memory_order_relaxed) != nullptr) t = t->next.load(std::memory_order_relaxed);
+  while (t->next.load(std::memory_order_relaxed) != nullptr)
+    t = t->next.load(std::memory_order_relaxed);
   if ((t->used + 1) * 2 > t->capacity) {
     auto* bigger = new table(t->capacity * 2);
     t->next.store(bigger, std::memory_order_release);

@@ -48,15 +48,15 @@ TEST(ActorSystem_Names, InvalidNamesAreRefusedWithAReason) {
   actor_system sys("names", {.workers = 1});
   ASSERT_TRUE(sys.start());
   for (std::string bad : {std::string(""), std::string("-lead"), std::string("has space"),
-                          std::string("slash/inside"), std::string(".dot"),
-                          std::string(256, 'a'), std::string("tab\t")}) {
+                          std::string("slash/inside"), std::string(".dot"), std::string(256, 'a'),
+                          std::string("tab\t")}) {
     auto p = sys.spawn<recorder>(bad, &s);
     ASSERT_FALSE(p) << "accepted '" << bad << "'";
     EXPECT_EQ(p.code(), errc::invalid_actor_name);
     EXPECT_FALSE(p.error().detail().empty());
   }
-  for (std::string good : {std::string("a"), std::string("A-b_c.d9"), std::string(255, 'z'),
-                           std::string("0lead")}) {
+  for (std::string good :
+       {std::string("a"), std::string("A-b_c.d9"), std::string(255, 'z'), std::string("0lead")}) {
     EXPECT_TRUE(sys.spawn<recorder>(good, &s)) << good;
   }
   EXPECT_EQ(s.pre_starts.load(), 4);
@@ -139,8 +139,10 @@ TEST(ActorSystem_Spawn, ConcurrentSpawnsOfOneNameYieldExactlyOneActor) {
     threads.emplace_back([&] {
       for (int i = 0; i < 200; ++i) {
         auto p = sys.spawn<recorder>("n" + std::to_string(i), &s);
-        if (p) ok.fetch_add(1);
-        else if (p.code() == errc::actor_already_exists) exists.fetch_add(1);
+        if (p)
+          ok.fetch_add(1);
+        else if (p.code() == errc::actor_already_exists)
+          exists.fetch_add(1);
       }
     });
   }

@@ -86,8 +86,10 @@ TEST(Shutdown_Accounting, EveryQueuedMessageIsHandledOrDeadLettered) {
       producers.emplace_back([&, t] {
         long i = 0;
         while (go.load() && i < 200000) {
-          if (actors[(t + i) % actors.size()].tell(i)) refused.fetch_add(1);
-          else accepted.fetch_add(1);
+          if (actors[(t + i) % actors.size()].tell(i))
+            refused.fetch_add(1);
+          else
+            accepted.fetch_add(1);
           ++i;
         }
       });
@@ -100,8 +102,8 @@ TEST(Shutdown_Accounting, EveryQueuedMessageIsHandledOrDeadLettered) {
   }
   EXPECT_GT(accepted.load(), 0);
   EXPECT_EQ(handled.load() + dead.load(), accepted.load() + refused.load())
-      << "handled " << handled.load() << " dead " << dead.load() << " accepted "
-      << accepted.load() << " refused " << refused.load();
+      << "handled " << handled.load() << " dead " << dead.load() << " accepted " << accepted.load()
+      << " refused " << refused.load();
 }
 
 TEST(Shutdown_Accounting, TellsAfterStopAreRefusedWithShuttingDown) {

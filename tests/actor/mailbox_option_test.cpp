@@ -62,17 +62,14 @@ INSTANTIATE_TEST_SUITE_P(
                       [] { return std::make_unique<non_blocking_bounded_mailbox>(64); }},
         named_factory{"priority",
                       [] { return std::make_unique<unbounded_priority_mailbox>(by_value_desc); }},
-        named_factory{"stablepriority",
-                      [] {
-                        return std::make_unique<unbounded_stable_priority_mailbox>(by_value_desc);
-                      }},
+        named_factory{
+            "stablepriority",
+            [] { return std::make_unique<unbounded_stable_priority_mailbox>(by_value_desc); }},
         named_factory{"boundedpriority",
                       [] { return std::make_unique<bounded_priority_mailbox>(64, by_value_desc); }},
-        named_factory{"boundedstablepriority",
-                      [] {
-                        return std::make_unique<bounded_stable_priority_mailbox>(64,
-                                                                                 by_value_desc);
-                      }}),
+        named_factory{
+            "boundedstablepriority",
+            [] { return std::make_unique<bounded_stable_priority_mailbox>(64, by_value_desc); }}),
     [](const ::testing::TestParamInfo<named_factory>& i) { return i.param.name; });
 
 TEST(MailboxOption, FullNonBlockingMailboxRefusesAndDeadLetters) {
@@ -81,8 +78,8 @@ TEST(MailboxOption, FullNonBlockingMailboxRefusesAndDeadLetters) {
   actor_system sys("full", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto dls = dead_letters(sys);
-  auto p = sys.spawn<recorder>(
-      "r", with_mailbox(std::make_unique<non_blocking_bounded_mailbox>(4)), &s);
+  auto p =
+      sys.spawn<recorder>("r", with_mailbox(std::make_unique<non_blocking_bounded_mailbox>(4)), &s);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(hold{&release}));
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));

@@ -69,8 +69,10 @@ TEST(Stress_Stop, StoppingActorsUnderLoadLosesNothing) {
   for (int t = 0; t < 3; ++t) {
     producers.emplace_back([&, t] {
       for (long i = 0; i < 20000; ++i) {
-        if (actors[(t * 7 + i) % actors.size()].tell(i)) refused.fetch_add(1);
-        else accepted.fetch_add(1);
+        if (actors[(t * 7 + i) % actors.size()].tell(i))
+          refused.fetch_add(1);
+        else
+          accepted.fetch_add(1);
       }
     });
   }
@@ -81,9 +83,8 @@ TEST(Stress_Stop, StoppingActorsUnderLoadLosesNothing) {
   }
   for (auto& th : producers) th.join();
   for (int i = 0; i < 16; i += 2) ASSERT_TRUE(sys.stop_actor(actors[i]));
-  ASSERT_TRUE(eventually([&] {
-    return handled.load() + dead.load() == accepted.load() + refused.load();
-  }));
+  ASSERT_TRUE(
+      eventually([&] { return handled.load() + dead.load() == accepted.load() + refused.load(); }));
   EXPECT_EQ(accepted.load() + refused.load(), 60000);
 }
 

@@ -66,8 +66,8 @@ TEST(Docs_Snippets, EveryQuoteMatchesItsCompiledExample) {
       const std::string name = ref.substr(hash + 1);
       ASSERT_TRUE(fs::exists(file)) << entry.path() << " quotes missing " << file;
       ASSERT_LT(i + 1, lines.size());
-      ASSERT_EQ(lines[i + 1].rfind("```", 0), 0u) << entry.path() << ":" << i + 2
-                                                  << ": a fenced block must follow the marker";
+      ASSERT_EQ(lines[i + 1].rfind("```", 0), 0u)
+          << entry.path() << ":" << i + 2 << ": a fenced block must follow the marker";
       std::vector<std::string> quoted;
       std::size_t j = i + 2;
       for (; j < lines.size() && lines[j].rfind("```", 0) != 0; ++j) quoted.push_back(lines[j]);
@@ -75,8 +75,8 @@ TEST(Docs_Snippets, EveryQuoteMatchesItsCompiledExample) {
       bool found = false;
       const auto expected = region(file, name, found);
       ASSERT_TRUE(found) << file << " has no region [" << name << "]";
-      EXPECT_EQ(join(quoted), join(expected)) << entry.path() << " quote of " << ref
-                                              << " differs from the example";
+      EXPECT_EQ(join(quoted), join(expected))
+          << entry.path() << " quote of " << ref << " differs from the example";
       ++quotes;
     }
   }

@@ -32,8 +32,7 @@ template <class E, class Item>
 class collector {
  public:
   collector(akt::actor_system& sys, std::function<Item(const E&)> project)
-      : project_(std::move(project)),
-        sub_(sys.events().subscribe<E>([this](const E& e) {
+      : project_(std::move(project)), sub_(sys.events().subscribe<E>([this](const E& e) {
           Item item = project_(e);
           {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -43,7 +42,8 @@ class collector {
         })) {}
 
   // Waits until at least n items arrived (or the timeout passed); returns the count.
-  std::size_t wait_for(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::size_t wait_for(std::size_t n,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait_for(lock, timeout, [&] { return items_.size() >= n; });
     return items_.size();

@@ -30,9 +30,9 @@
 namespace akt {
 
 struct system_config {
-  unsigned workers = 0;       // dispatcher threads; 0 = std::thread::hardware_concurrency()
-  unsigned throughput = 32;   // messages an actor processes per turn before yielding its worker
-  unsigned spin_rounds = 0;   // idle polls before a worker parks; 0 = the default
+  unsigned workers = 0;      // dispatcher threads; 0 = std::thread::hardware_concurrency()
+  unsigned throughput = 32;  // messages an actor processes per turn before yielding its worker
+  unsigned spin_rounds = 0;  // idle polls before a worker parks; 0 = the default
   // How long stop() waits for actors to process their poison pills.
   std::chrono::milliseconds shutdown_timeout = std::chrono::seconds(30);
 };
@@ -115,8 +115,8 @@ result<pid> actor_system::spawn(std::string_view name, spawn_options options, Ar
   if (error err = detail::check_spawn(core_, name)) return err;
   detail::actor_cell* cell = nullptr;
   try {
-    cell = new detail::actor_cell_for<T>(core_, name, std::move(options),
-                                         std::forward<Args>(args)...);
+    cell =
+        new detail::actor_cell_for<T>(core_, name, std::move(options), std::forward<Args>(args)...);
   } catch (const std::exception& e) {
     return error(errc::init_failure, std::string("constructor threw: ") + e.what());
   } catch (...) {

@@ -28,7 +28,8 @@ class event_stream;
 class subscription {
  public:
   subscription() = default;
-  subscription(subscription&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)), id_(o.id_) {}
+  subscription(subscription&& o) noexcept
+      : stream_(std::exchange(o.stream_, nullptr)), id_(o.id_) {}
   subscription& operator=(subscription&& o) noexcept {
     if (this != &o) {
       reset();
@@ -43,7 +44,8 @@ class subscription {
 
  private:
   friend class event_stream;
-  subscription(std::shared_ptr<event_stream> s, std::uint64_t id) : stream_(std::move(s)), id_(id) {}
+  subscription(std::shared_ptr<event_stream> s, std::uint64_t id)
+      : stream_(std::move(s)), id_(id) {}
   std::shared_ptr<event_stream> stream_;
   std::uint64_t id_ = 0;
 };
@@ -75,8 +77,8 @@ class event_stream : public std::enable_shared_from_this<event_stream> {
     const void* tag;
     std::uint64_t id;
     std::function<void(const void*)> fn;
-    std::atomic<bool> active{true};   // writer: unsubscribe; readers: publishers
-    std::atomic<int> in_flight{0};    // publishers inside fn (seq_cst with active)
+    std::atomic<bool> active{true};  // writer: unsubscribe; readers: publishers
+    std::atomic<int> in_flight{0};   // publishers inside fn (seq_cst with active)
   };
   using list = std::vector<std::shared_ptr<entry>>;
 
@@ -86,7 +88,7 @@ class event_stream : public std::enable_shared_from_this<event_stream> {
 
   mutable std::mutex mutex_;
   std::shared_ptr<const list> entries_ = std::make_shared<const list>();  // copy-on-write
-  std::uint64_t next_id_ = 1;  // guarded by mutex_
+  std::uint64_t next_id_ = 1;                                             // guarded by mutex_
   // Entries in entries_; written under mutex_, read without it so that has() on a stream with
   // no subscribers costs one load.
   std::atomic<std::size_t> count_{0};

@@ -12,10 +12,10 @@ namespace akt {
 // A message that could not be delivered or was not processed. Nothing the runtime refuses
 // vanishes silently: it is published as one of these.
 struct dead_letter {
-  message msg;      // the undelivered payload
-  pid sender;       // empty when sent from outside any actor
-  pid receiver;     // the intended receiver (may be stopped)
-  error reason;     // dead, mailbox_full, system_shutting_down, request_timeout, unhandled, ...
+  message msg;   // the undelivered payload
+  pid sender;    // empty when sent from outside any actor
+  pid receiver;  // the intended receiver (may be stopped)
+  error reason;  // dead, mailbox_full, system_shutting_down, request_timeout, unhandled, ...
 };
 
 struct actor_started {

@@ -41,8 +41,10 @@ bool cell_alive(const actor_cell* c) noexcept;
 template <class T>
 void fill(envelope* env, T&& msg) {
   using D = std::decay_t<T>;
-  if constexpr (std::is_same_v<D, message>) env->payload() = std::forward<T>(msg);
-  else env->payload().template emplace<D>(std::forward<T>(msg));
+  if constexpr (std::is_same_v<D, message>)
+    env->payload() = std::forward<T>(msg);
+  else
+    env->payload().template emplace<D>(std::forward<T>(msg));
 }
 
 template <class R>

@@ -6,12 +6,12 @@
 #include <cstdlib>
 
 #if !defined(NDEBUG) || defined(AKT_ENABLE_ASSERTS)
-#define AKT_ASSERT(cond)                                                                     \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
+#define AKT_ASSERT(cond)                                                                      \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
       std::fprintf(stderr, "akt: assertion failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                          \
-    }                                                                                        \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 #else
 #define AKT_ASSERT(cond) ((void)0)

@@ -59,8 +59,10 @@ struct message_ops {
   static constexpr bool inline_ = message_fits_inline<T>;
 
   static T* at(void* storage) noexcept {
-    if constexpr (inline_) return std::launder(static_cast<T*>(storage));
-    else return *static_cast<T**>(storage);
+    if constexpr (inline_)
+      return std::launder(static_cast<T*>(storage));
+    else
+      return *static_cast<T**>(storage);
   }
   static void relocate(void* dst, void* src) noexcept {
     if constexpr (inline_) {
@@ -72,26 +74,32 @@ struct message_ops {
     }
   }
   static void destroy(void* storage) noexcept {
-    if constexpr (inline_) at(storage)->~T();
-    else delete at(storage);
+    if constexpr (inline_)
+      at(storage)->~T();
+    else
+      delete at(storage);
   }
-  static void copy(void* dst, const void* src)
-    requires std::is_copy_constructible_v<T>
-  {
+  static void copy(void* dst, const void* src) requires std::is_copy_constructible_v<T> {
     const T* s = at(const_cast<void*>(src));
-    if constexpr (inline_) new (dst) T(*s);
-    else *static_cast<T**>(dst) = new T(*s);
+    if constexpr (inline_)
+      new (dst) T(*s);
+    else
+      *static_cast<T**>(dst) = new T(*s);
   }
   static void* address(void* storage) noexcept { return at(storage); }
 
   static constexpr auto copy_fn() noexcept -> void (*)(void*, const void*) {
-    if constexpr (std::is_copy_constructible_v<T>) return &copy;
-    else return nullptr;
+    if constexpr (std::is_copy_constructible_v<T>)
+      return &copy;
+    else
+      return nullptr;
   }
 
   static constexpr auto destroy_fn() noexcept -> void (*)(void*) noexcept {
-    if constexpr (inline_ && std::is_trivially_destructible_v<T>) return nullptr;
-    else return &destroy;
+    if constexpr (inline_ && std::is_trivially_destructible_v<T>)
+      return nullptr;
+    else
+      return &destroy;
   }
 
   static constexpr message_vtable table{type_name<T>(), &relocate, destroy_fn(), copy_fn(),

@@ -17,7 +17,7 @@ class [[nodiscard]] result {
 
  public:
   result(T value) : has_(true) { new (&value_) T(std::move(value)); }  // NOLINT: implicit
-  result(akt::error err) : has_(false) {                                    // NOLINT: implicit
+  result(akt::error err) : has_(false) {                               // NOLINT: implicit
     AKT_ASSERT(err.code() != errc::ok);
     new (&err_) akt::error(std::move(err));
   }
@@ -31,12 +31,16 @@ class [[nodiscard]] result {
   }
 
   result(const result& o) : has_(o.has_) {
-    if (has_) new (&value_) T(o.value_);
-    else new (&err_) akt::error(o.err_);
+    if (has_)
+      new (&value_) T(o.value_);
+    else
+      new (&err_) akt::error(o.err_);
   }
   result(result&& o) noexcept(std::is_nothrow_move_constructible_v<T>) : has_(o.has_) {
-    if (has_) new (&value_) T(std::move(o.value_));
-    else new (&err_) akt::error(std::move(o.err_));
+    if (has_)
+      new (&value_) T(std::move(o.value_));
+    else
+      new (&err_) akt::error(std::move(o.err_));
   }
   result& operator=(result o) {
     this->~result();
@@ -44,8 +48,10 @@ class [[nodiscard]] result {
     return *this;
   }
   ~result() {
-    if (has_) value_.~T();
-    else err_.akt::error::~error();
+    if (has_)
+      value_.~T();
+    else
+      err_.akt::error::~error();
   }
 
   bool has_value() const noexcept { return has_; }
@@ -95,7 +101,7 @@ class result<void> {  // not nodiscard: a void outcome is often ignored on purpo
  public:
   result() noexcept = default;
   result(akt::error err) : err_(std::move(err)) {}  // NOLINT: implicit
-  result(errc code) : err_(code) {}            // NOLINT: implicit
+  result(errc code) : err_(code) {}                 // NOLINT: implicit
 
   bool has_value() const noexcept { return !err_; }
   explicit operator bool() const noexcept { return !err_; }

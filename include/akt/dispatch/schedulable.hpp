@@ -91,9 +91,9 @@ class schedulable {
     dispatch_.exchange(static_cast<std::uint32_t>(dispatch_state::idle), std::memory_order_seq_cst);
     if (has_work()) {
       auto expected = static_cast<std::uint32_t>(dispatch_state::idle);
-      if (dispatch_.compare_exchange_strong(
-              expected, static_cast<std::uint32_t>(dispatch_state::processing),
-              std::memory_order_seq_cst)) {
+      if (dispatch_.compare_exchange_strong(expected,
+                                            static_cast<std::uint32_t>(dispatch_state::processing),
+                                            std::memory_order_seq_cst)) {
         return true;
       }
     }

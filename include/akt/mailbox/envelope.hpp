@@ -14,7 +14,7 @@ namespace akt {
 namespace detail {
 class actor_cell;
 class reply_slot;
-}
+}  // namespace detail
 
 // Base of every node of the intrusive queues in this module.
 struct mpsc_node {

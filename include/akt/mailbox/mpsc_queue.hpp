@@ -148,8 +148,8 @@ class intake_stack {
     mpsc_node* top = top_.load(std::memory_order_relaxed);
     do {
       n->next.store(top, std::memory_order_relaxed);
-    } while (!top_.compare_exchange_weak(top, n, std::memory_order_seq_cst,
-                                         std::memory_order_relaxed));
+    } while (
+        !top_.compare_exchange_weak(top, n, std::memory_order_seq_cst, std::memory_order_relaxed));
   }
   // Everything pushed so far, oldest first, linked through next (null-terminated). An empty
   // intake costs one load and no write (the consumer polls it before every user message).

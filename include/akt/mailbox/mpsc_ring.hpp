@@ -33,8 +33,7 @@ class mpsc_ring {
   static_assert(std::is_trivially_copyable_v<T>);
 
  public:
-  explicit mpsc_ring(std::size_t capacity)
-      : mask_(capacity - 1), cells_(new cell[capacity]) {
+  explicit mpsc_ring(std::size_t capacity) : mask_(capacity - 1), cells_(new cell[capacity]) {
     AKT_ASSERT(capacity >= 2 && (capacity & (capacity - 1)) == 0);
     for (std::size_t i = 0; i < capacity; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
   }

@@ -58,7 +58,7 @@ class priority_mailbox : public mailbox {
   // (fetch_sub). seq_cst: empty() must see an enqueue as soon as it returned.
   alignas(64) std::atomic<std::int64_t> count_{0};
   std::atomic<bool> disposed_{false};
-  std::vector<entry> heap_;  // consumer only
+  std::vector<entry> heap_;     // consumer only
   std::uint64_t next_seq_ = 0;  // consumer only
   deferred_recycler recycler_;
 };

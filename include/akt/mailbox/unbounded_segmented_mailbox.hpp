@@ -70,9 +70,9 @@ class unbounded_segmented_mailbox final : public mailbox {
   std::atomic<bool> disposed_{false};
   // Consumer side.
   alignas(cache_line) segment* head_;
-  std::uint32_t read_ = 0;                   // next slot of head_ to read
-  std::atomic<std::uint64_t> dequeued_{0};   // writer: consumer; reader: size()
-  segment* retired_ = nullptr;               // drained, waiting for active_ == 0
+  std::uint32_t read_ = 0;                  // next slot of head_ to read
+  std::atomic<std::uint64_t> dequeued_{0};  // writer: consumer; reader: size()
+  segment* retired_ = nullptr;              // drained, waiting for active_ == 0
   deferred_recycler recycler_;
 };
 

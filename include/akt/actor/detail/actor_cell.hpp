@@ -80,14 +80,14 @@ class actor_cell : public schedulable {
   // -- producer end --
   std::atomic<mpsc_node*> inbox_head_;  // default mailbox: producers exchange (seq_cst)
   // -- read-mostly --
-  system_core* const system_;            // holds a reference on the core for the cell's life
+  system_core* const system_;              // holds a reference on the core for the cell's life
   const std::unique_ptr<mailbox> custom_;  // a user-chosen mailbox, or null
-  const std::uint32_t home_shard_;       // envelope pool shard of messages to this actor
+  const std::uint32_t home_shard_;         // envelope pool shard of messages to this actor
   std::atomic<life_state> life_{life_state::starting};
   const std::uint32_t name_hash_;
   const std::string name_;
   // -- consumer end (the turn owner) --
-  mpsc_node* inbox_tail_;               // default mailbox: current sentinel
+  mpsc_node* inbox_tail_;  // default mailbox: current sentinel
   mpsc_node inbox_stub_;
   system_queue sysq_;
   actor* instance_ = nullptr;  // the actor object inside this block; null once destroyed
@@ -97,8 +97,7 @@ template <class T>
 class actor_cell_for final : public actor_cell {
  public:
   template <class... Args>
-  actor_cell_for(system_core* core, std::string_view name, spawn_options&& options,
-                 Args&&... args)
+  actor_cell_for(system_core* core, std::string_view name, spawn_options&& options, Args&&... args)
       : actor_cell(core, name, std::move(options)) {
     set_instance(new (storage_) T(std::forward<Args>(args)...));
   }
