@@ -2,7 +2,9 @@
 // semantics, and a multi-producer multi-consumer stress where every value is seen exactly once.
 
 #include <gtest/gtest.h>
+
 #include <akt/pool/mpmc_ring.hpp>
+#include "support/test_support.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -15,31 +17,12 @@
 
 namespace {
 
+using akt::test::run_bounded;
+
 using namespace std::chrono_literals;
 
 static_assert(akt::mpmc_ring<int, 8>::capacity == 8);
 static_assert(akt::mpmc_ring<int, 8>::unlimited == 0);
-
-// Runs body(i) for i in [0, n) on n threads. Every body must return soon after `stop` is set.
-// Returns false (and sets stop) if they do not all finish within `timeout`, so a stuck run ends
-// with a failure instead of hanging the suite.
-template <class Body>
-bool run_bounded(int n, std::chrono::milliseconds timeout, std::atomic<bool>& stop, Body body) {
-  std::vector<std::future<void>> done;
-  done.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) done.push_back(std::async(std::launch::async, body, i));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool in_time = true;
-  for (auto& f : done) {
-    if (f.wait_until(deadline) != std::future_status::ready) {
-      in_time = false;
-      break;
-    }
-  }
-  stop.store(true);
-  for (auto& f : done) f.get();
-  return in_time;
-}
 
 TEST(MpmcRing, FifoSingleThread) {
   akt::mpmc_ring<int, 8> ring;

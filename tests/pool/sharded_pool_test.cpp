@@ -5,7 +5,9 @@
 // round-robin shard assignment, and concurrent get/put with single ownership.
 
 #include <gtest/gtest.h>
+
 #include <akt/pool/sharded_pool.hpp>
+#include "support/test_support.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +26,8 @@
 #include "akt/mailbox/envelope.hpp"
 
 namespace {
+
+using akt::test::run_bounded;
 
 using namespace std::chrono_literals;
 using akt::pool_limits;
@@ -50,26 +54,6 @@ struct counted_item {
   std::uint32_t shard;
 };
 std::atomic<int> counted_item::live{0};
-
-// Runs body(i) for i in [0, n) on n threads. Every body must return soon after `stop` is set.
-// Returns false (and sets stop) if they do not all finish within `timeout`.
-template <class Body>
-bool run_bounded(int n, std::chrono::milliseconds timeout, std::atomic<bool>& stop, Body body) {
-  std::vector<std::future<void>> done;
-  done.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) done.push_back(std::async(std::launch::async, body, i));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool in_time = true;
-  for (auto& f : done) {
-    if (f.wait_until(deadline) != std::future_status::ready) {
-      in_time = false;
-      break;
-    }
-  }
-  stop.store(true);
-  for (auto& f : done) f.get();
-  return in_time;
-}
 
 // Takes every object out of one shard of a pool that others may have filled (the process-wide
 // envelope pool), and puts them back when the test is done with the shard.

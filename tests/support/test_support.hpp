@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,6 +25,27 @@ inline bool eventually(const std::function<bool()>& pred,
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;
+}
+
+// Runs body(i) for i in [0, n) on n threads. Every body must return soon after `stop` is set.
+// Returns false (and sets stop) if they do not all finish within `timeout`, so a stuck run ends
+// with a failure instead of hanging the suite.
+template <class Body>
+bool run_bounded(int n, std::chrono::milliseconds timeout, std::atomic<bool>& stop, Body body) {
+  std::vector<std::future<void>> done;
+  done.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) done.push_back(std::async(std::launch::async, body, i));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool in_time = true;
+  for (auto& f : done) {
+    if (f.wait_until(deadline) != std::future_status::ready) {
+      in_time = false;
+      break;
+    }
+  }
+  stop.store(true);
+  for (auto& f : done) f.get();
+  return in_time;
 }
 
 // Collects events of type E published on a system's event stream (copies what it needs through
