@@ -40,6 +40,18 @@ std::string_view to_string(errc code) noexcept {
       return "unexpected_reply";
     case errc::mailbox_disposed:
       return "mailbox_disposed";
+    case errc::invalid_cron:
+      return "invalid_cron";
+    case errc::invalid_time_zone:
+      return "invalid_time_zone";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::schedule_not_found:
+      return "schedule_not_found";
+    case errc::request_canceled:
+      return "request_canceled";
+    case errc::retry_limit_exceeded:
+      return "retry_limit_exceeded";
   }
   return "unknown";
 }

@@ -42,6 +42,12 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::empty_pid, "empty_pid"},
       {errc::unexpected_reply, "unexpected_reply"},
       {errc::mailbox_disposed, "mailbox_disposed"},
+      {errc::invalid_cron, "invalid_cron"},
+      {errc::invalid_time_zone, "invalid_time_zone"},
+      {errc::invalid_argument, "invalid_argument"},
+      {errc::schedule_not_found, "schedule_not_found"},
+      {errc::request_canceled, "request_canceled"},
+      {errc::retry_limit_exceeded, "retry_limit_exceeded"},
   };
   return codes;
 }

@@ -30,6 +30,12 @@ enum class errc : std::uint8_t {
   empty_pid,             // the pid does not refer to an actor
   unexpected_reply,      // the reply does not have the type the caller asked for
   mailbox_disposed,      // the mailbox was disposed; nothing more is accepted
+  invalid_cron,          // a cron expression does not parse; the detail names the position
+  invalid_time_zone,     // the time zone name is unknown
+  invalid_argument,      // an argument is out of range (an empty router, a zero interval, ...)
+  schedule_not_found,    // no active schedule has that reference
+  request_canceled,      // an asynchronous request was cancelled before its reply
+  retry_limit_exceeded,  // a supervised actor failed more often than its retry limit allows
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).
