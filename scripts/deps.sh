@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev                 # tests
   libbenchmark-dev                          # benchmarks
   libcaf-dev                                # the CAF 0.17 comparison (bench/compare)
+  tzdata                                    # time zones for cron schedules (/usr/share/zoneinfo)
 )
 
 missing=()
