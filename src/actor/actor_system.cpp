@@ -1,6 +1,9 @@
 #include "akt/actor/actor_system.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "actor/system_core.hpp"
 #include "akt/core/thread.hpp"
@@ -33,7 +36,10 @@ error validate_actor_name(std::string_view name) {
   return {};
 }
 
-error check_spawn(system_core* core, std::string_view name) {
+error check_spawn(system_core* core, actor_cell* parent, std::string_view name) {
+  if (parent != nullptr && parent->life() >= life_state::stopping) {
+    return error(errc::dead, "the parent is stopping");
+  }
   switch (core->state()) {
     case run_state::created:
       return errc::system_not_started;
@@ -75,41 +81,170 @@ result<void> actor_system::start() {
     return expected == detail::run_state::running ? result<void>()
                                                   : result<void>(errc::system_shutting_down);
   }
-  core_->dispatcher_.start();
+  core_->timers_.start();
+  core_->dispatcher_.start(core_->keep_alive());
   return {};
+}
+
+namespace {
+
+// Runs one shutdown hook on its own thread so that a hook that never returns can be left
+// behind at the deadline. Returns a description of the problem, or an empty string.
+std::string run_hook(const detail::system_core::shutdown_hook& hook,
+                     std::chrono::steady_clock::time_point deadline) {
+  struct outcome {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    result<void> r;
+  };
+  auto out = std::make_shared<outcome>();
+  std::thread([out, run = hook.run] {
+    result<void> r;
+    try {
+      r = run();
+    } catch (const std::exception& e) {
+      r = error(errc::handler_failed, e.what());
+    } catch (...) {
+      r = error(errc::handler_failed, "unknown exception");
+    }
+    std::lock_guard<std::mutex> lock(out->mutex);
+    out->r = std::move(r);
+    out->done = true;
+    out->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(out->mutex);
+  if (!out->done_cv.wait_until(lock, deadline, [&] { return out->done; })) {
+    return "shutdown hook '" + hook.name + "' did not finish in time";
+  }
+  if (!out->r) return "shutdown hook '" + hook.name + "' failed: " + out->r.error().message();
+  return {};
+}
+
+}  // namespace
+
+void actor_system::add_shutdown_hook(std::string name, std::function<result<void>()> hook,
+                                     int order) {
+  std::lock_guard<std::mutex> lock(core_->hooks_mutex_);
+  core_->hooks_.push_back({std::move(name), std::move(hook), order});
 }
 
 result<void> actor_system::stop() {
   auto state = core_->state();
   if (state == detail::run_state::stopped || state == detail::run_state::stopping) return {};
   if (core_->dispatcher_.on_own_worker()) return errc::blocking_on_worker;
-  core_->state_.store(detail::run_state::stopping, std::memory_order_seq_cst);
-  if (state == detail::run_state::created) {
-    core_->dispatcher_.stop();
-    core_->state_.store(detail::run_state::stopped, std::memory_order_release);
-    return {};
-  }
-  // Every live actor gets a poison pill; each then publishes what it still had queued.
-  for (const pid& p : core_->registry_.snapshot()) (void)p.stop();
   const auto deadline = std::chrono::steady_clock::now() + core_->config_.shutdown_timeout;
-  const bool all_stopped = core_->wait_for_deaths(
-      deadline, [this] { return core_->live_.load(std::memory_order_relaxed) == 0; });
-  const std::uint64_t stragglers = core_->live_.load(std::memory_order_relaxed);
-  // Joins the workers: a handler that never returns holds this up (reported below once it did).
-  core_->dispatcher_.stop();
-  core_->state_.store(detail::run_state::stopped, std::memory_order_release);
-  if (!all_stopped) {
-    return error(errc::request_timeout,
-                 std::to_string(stragglers) + " actors did not stop within the shutdown timeout");
+  std::vector<std::string> problems;
+  bool timed_out = false;
+  if (state == detail::run_state::running) {
+    // 1. Shutdown hooks, in order, while actors still run (a hook may still talk to them).
+    std::vector<detail::system_core::shutdown_hook> hooks;
+    {
+      std::lock_guard<std::mutex> lock(core_->hooks_mutex_);
+      hooks = core_->hooks_;
+    }
+    std::stable_sort(hooks.begin(), hooks.end(),
+                     [](const auto& a, const auto& b) { return a.order < b.order; });
+    for (const auto& h : hooks) {
+      std::string problem = run_hook(h, deadline);
+      if (problem.empty()) continue;
+      timed_out = timed_out || problem.find("in time") != std::string::npos;
+      core_->log(log_level::error, "shutdown", problem);
+      problems.push_back(std::move(problem));
+    }
   }
-  return {};
+  core_->state_.store(detail::run_state::stopping, std::memory_order_seq_cst);
+  if (state == detail::run_state::running) {
+    // 2. Top-level actors get poison pills; each stops its children first, then itself, and
+    //    publishes what it still had queued as dead letters.
+    for (const pid& p : core_->registry_.snapshot()) {
+      if (p.cell()->parent() == nullptr) (void)p.stop();
+    }
+    if (core_->dispatcher_.manual()) {  // deterministic mode: this thread runs the stops
+      while (core_->live_.load(std::memory_order_relaxed) != 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        if (!core_->dispatcher_.run_one())
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    const bool all_stopped = core_->wait_for_deaths(
+        deadline, [this] { return core_->live_.load(std::memory_order_relaxed) == 0; });
+    if (!all_stopped) {
+      timed_out = true;
+      problems.push_back(std::to_string(core_->live_.load(std::memory_order_relaxed)) +
+                         " actors did not stop within the shutdown timeout");
+    }
+  }
+  // 3. Timers, the blocking pool, the dispatcher. Threads stuck in user code are left behind
+  //    (they hold the system's core alive until they return), not waited for.
+  core_->timers_.stop();
+  if (const unsigned stuck = core_->blocking_.stop(deadline)) {
+    timed_out = true;
+    problems.push_back(std::to_string(stuck) + " pipe_to tasks still running");
+  }
+  if (const unsigned stuck = core_->dispatcher_.stop(deadline)) {
+    timed_out = true;
+    problems.push_back(std::to_string(stuck) + " dispatcher threads still inside a handler");
+  }
+  core_->state_.store(detail::run_state::stopped, std::memory_order_release);
+  if (problems.empty()) return {};
+  std::string detail;
+  for (const auto& p : problems) {
+    if (!detail.empty()) detail += "; ";
+    detail += p;
+  }
+  core_->log(log_level::error, "shutdown", detail);
+  return error(timed_out ? errc::request_timeout : errc::handler_failed, std::move(detail));
 }
 
-result<pid> actor_system::find(std::string_view name) const {
-  detail::actor_cell* c = core_->registry_.find(name, detail::name_registry::hash(name));
-  if (c == nullptr) return error(errc::actor_not_found, std::string(name));
+result<pid> actor_system::find(std::string_view path) const {
+  std::string_view key = path;
+  const std::string prefix = "akt://" + core_->name_ + "/user/";
+  if (key.substr(0, prefix.size()) == prefix) key.remove_prefix(prefix.size());
+  detail::actor_cell* c = core_->registry_.find(key, detail::name_registry::hash(key));
+  if (c == nullptr) return error(errc::actor_not_found, std::string(path));
   return pid::adopt(c);
 }
+
+actor_stats actor_system::stats(const pid& actor) const noexcept {
+  actor_stats s;
+  if (!actor) return s;
+  const detail::actor_cell* c = actor.cell();
+  s.processed = c->processed();
+  s.mailbox_length = c->mailbox_size();
+  s.restarts = c->restarts();
+  s.last_active =
+      std::chrono::steady_clock::time_point(std::chrono::nanoseconds(c->last_active_ns()));
+  s.alive = c->life() == detail::life_state::alive;
+  return s;
+}
+
+akt::logger& actor_system::logger() const noexcept { return *core_->logger_; }
+
+std::size_t actor_system::run_until_idle(std::size_t max_turns) {
+  if (!core_->dispatcher_.manual()) return 0;
+  return core_->dispatcher_.run_until_idle(max_turns);
+}
+
+bool actor_system::step() { return core_->dispatcher_.manual() && core_->dispatcher_.run_one(); }
+
+result<schedule_ref> actor_system::schedule_once(const pid& to, message msg,
+                                                 std::chrono::nanoseconds delay) {
+  return core_->scheduler_.schedule_once(to, std::move(msg), delay, nullptr);
+}
+
+result<schedule_ref> actor_system::schedule(const pid& to, message msg,
+                                            std::chrono::nanoseconds interval) {
+  return core_->scheduler_.schedule_every(to, std::move(msg), interval, nullptr);
+}
+
+result<schedule_ref> actor_system::schedule_with_cron(const pid& to, message msg,
+                                                      std::string_view expression,
+                                                      std::string_view zone) {
+  return core_->scheduler_.schedule_cron(to, std::move(msg), expression, zone, nullptr);
+}
+
+std::vector<schedule_info> actor_system::schedules() const { return core_->scheduler_.list(); }
 
 result<void> actor_system::stop_actor(const pid& actor, std::chrono::nanoseconds timeout) {
   if (!actor) return errc::empty_pid;
@@ -127,6 +262,8 @@ system_stats actor_system::stats() const noexcept {
   s.actors = core_->live_.load(std::memory_order_relaxed);
   s.spawned = core_->spawned_.load(std::memory_order_relaxed);
   s.dead_letters = core_->dead_letters_.load(std::memory_order_relaxed);
+  s.processed = core_->processed_by_dead_.load(std::memory_order_relaxed);
+  for (const pid& p : core_->registry_.snapshot()) s.processed += p.cell()->processed();
   const detail::dispatcher_stats d = core_->dispatcher_.stats();
   s.turns = d.turns;
   s.parks = d.parks;

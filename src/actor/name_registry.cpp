@@ -46,7 +46,7 @@ bool name_registry::insert(actor_cell* c) {
   const std::size_t mask = s.slots.size() - 1;
   std::size_t i = probe_start(c->name_hash(), mask);
   while (actor_cell* other = s.slots[i]) {
-    if (other->name_hash() == c->name_hash() && other->name() == c->name()) return false;
+    if (other->name_hash() == c->name_hash() && other->path() == c->path()) return false;
     i = (i + 1) & mask;
   }
   c->add_ref();
@@ -62,7 +62,7 @@ actor_cell* name_registry::find(std::string_view name, std::uint32_t h) const {
   const std::size_t mask = s.slots.size() - 1;
   for (std::size_t i = probe_start(h, mask); s.slots[i] != nullptr; i = (i + 1) & mask) {
     actor_cell* c = s.slots[i];
-    if (c->name_hash() == h && c->name() == name) {
+    if (c->name_hash() == h && c->path() == name) {
       c->add_ref();
       return c;
     }

@@ -1,7 +1,12 @@
 #include "akt/actor/receive_context.hpp"
 
+#include <algorithm>
+#include <thread>
+
+#include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
+#include "akt/actor/actor_system.hpp"
 #include "akt/actor/detail/actor_cell.hpp"
 #include "akt/core/clock.hpp"
 #include "akt/core/thread.hpp"
@@ -35,7 +40,7 @@ void receive_context::reset() noexcept {
   if (reply_ != nullptr) {
     // Every path completes an ask before recycling; this only guards against a leak.
     result<akt::message> r(errc::no_reply);
-    detail::reply_slot* s = reply_;
+    detail::reply_route* s = reply_;
     reply_ = nullptr;
     s->complete(r);
   }
@@ -86,9 +91,201 @@ void receive_context::respond_error(error err) {
   if (reply_ != nullptr && !reply_closed_) receiver_->system()->complete_reply(*this, err);
 }
 
-void receive_context::unhandled() { receiver_->system()->dead_letter(*this, errc::unhandled); }
+void receive_context::unhandled() {
+  detail::system_core* sys = receiver_->system();
+  if (sys->events_->has_subscribers<unhandled_message>()) {
+    sys->events_->publish(unhandled_message{self(), std::string(msg_.type_name())});
+  }
+  sys->dead_letter(*this, errc::unhandled);
+}
 
 void receive_context::stop_self() { (void)self().stop(); }
+
+void receive_context::fail(error err) {
+  if (!err) err = error(errc::handler_failed, "fail() without an error");
+  receiver_->report_failure(std::move(err));
+}
+
+std::vector<pid> receive_context::children() const {
+  std::vector<pid> out;
+  if (const detail::cell_extras* x = receiver_->extras_if_any()) {
+    for (detail::actor_cell* c : x->children) out.push_back(pid::share(c));
+  }
+  return out;
+}
+
+result<pid> receive_context::child(std::string_view name) const {
+  if (const detail::cell_extras* x = receiver_->extras_if_any()) {
+    for (detail::actor_cell* c : x->children) {
+      if (c->name() == name && c->life() == detail::life_state::alive) return pid::share(c);
+    }
+  }
+  return error(errc::actor_not_found, std::string(name));
+}
+
+pid receive_context::parent() const noexcept { return pid::share(receiver_->parent()); }
+
+void receive_context::watch(const pid& target) {
+  detail::actor_cell* t = target.cell();
+  if (t == nullptr || t == receiver_) return;
+  auto& watching = receiver_->extras().watching;
+  if (std::find(watching.begin(), watching.end(), t) != watching.end()) return;
+  t->add_ref();
+  watching.push_back(t);
+  t->post_system(detail::watch_request{self()});
+}
+
+void receive_context::unwatch(const pid& target) {
+  detail::actor_cell* t = target.cell();
+  detail::cell_extras* x = receiver_->extras_if_any();
+  if (t == nullptr || x == nullptr) return;
+  auto it = std::find(x->watching.begin(), x->watching.end(), t);
+  if (it == x->watching.end()) return;
+  x->watching.erase(it);
+  t->post_system(detail::unwatch_request{self()});
+  t->release();
+}
+
+void receive_context::stash() {
+  receiver_->extras().stash.push_back(detail::clone_for_stash(*this));
+}
+
+bool receive_context::unstash() {
+  detail::cell_extras* x = receiver_->extras_if_any();
+  if (x == nullptr || x->stash.empty()) return false;
+  x->unstashed.push_back(x->stash.front());
+  x->stash.pop_front();
+  return true;
+}
+
+std::size_t receive_context::unstash_all() {
+  detail::cell_extras* x = receiver_->extras_if_any();
+  if (x == nullptr) return 0;
+  const std::size_t n = x->stash.size();
+  while (!x->stash.empty()) {
+    x->unstashed.push_back(x->stash.front());
+    x->stash.pop_front();
+  }
+  return n;
+}
+
+std::size_t receive_context::stash_size() const noexcept {
+  const detail::cell_extras* x = receiver_->extras_if_any();
+  return x == nullptr ? 0 : x->stash.size();
+}
+
+void receive_context::become(behavior b) {
+  auto& stack = receiver_->extras().behaviors;
+  if (stack.empty())
+    stack.push_back(std::move(b));
+  else
+    stack.back() = std::move(b);
+}
+
+void receive_context::become_stacked(behavior b) {
+  receiver_->extras().behaviors.push_back(std::move(b));
+}
+
+void receive_context::unbecome() {
+  detail::cell_extras* x = receiver_->extras_if_any();
+  if (x != nullptr && !x->behaviors.empty()) x->behaviors.pop_back();
+}
+
+error receive_context::forward(const pid& to) {
+  if (!to) return errc::empty_pid;
+  // A clone from the target's shard carrying the payload, the original sender and the reply
+  // route (so an asker gets its answer from `to`).
+  auto* env = static_cast<receive_context*>(detail::acquire_envelope(to.cell()));
+  env->msg_ = std::move(msg_);
+  if (sender_ != nullptr) {
+    sender_->add_ref();
+    env->sender_ = sender_;
+  }
+  env->reply_ = std::exchange(reply_, nullptr);
+  env->reply_closed_ = false;
+  env->deadline_ns_ = deadline_ns_;
+  env->flags_ = flags_;
+  return to.cell()->deliver(env);
+}
+
+namespace {
+// The reply route of a request made from inside an actor: the reply comes back to the
+// requester as a system message, and its continuation runs on the requester's turn.
+class request_route final : public detail::reply_route {
+ public:
+  request_route(pid requester, std::uint64_t id) : requester_(std::move(requester)), id_(id) {}
+  bool complete(result<akt::message>& value) noexcept override {
+    requester_.cell()->post_system(detail::request_reply{id_, std::move(value)});
+    delete this;
+    return true;
+  }
+
+ private:
+  pid requester_;
+  std::uint64_t id_;
+};
+}  // namespace
+
+request_handle receive_context::request_erased(const pid& to, envelope* e,
+                                               std::chrono::nanoseconds timeout,
+                                               detail::continuation then, request_options options) {
+  detail::actor_cell* self_cell = receiver_;
+  detail::cell_extras& x = self_cell->extras();
+  const std::uint64_t id = x.next_request_id++;
+  detail::pending_request& req = x.requests[id];
+  req.then = std::move(then);
+  req.stash_others = options.stash_others;
+  if (options.stash_others) ++x.awaiting;
+  if (e == nullptr) {  // an empty pid: the continuation gets the error, later, like any reply
+    self_cell->post_system(detail::request_reply{id, errc::empty_pid});
+    return request_handle(self_cell, id);
+  }
+  auto* env = static_cast<receive_context*>(e);
+  env->reply_ = new request_route(self(), id);
+  env->reply_closed_ = false;
+  env->flags_ |= flag_ask;
+  if (timeout > std::chrono::nanoseconds::zero()) {
+    env->deadline_ns_ = detail::now_ns() + timeout.count();
+    env->flags_ |= flag_has_deadline;
+    pid me = self();
+    req.timer = self_cell->system()->timers_.schedule_after(
+        timeout, [me, id] { me.cell()->post_system(detail::request_expired{id}); });
+  }
+  self_cell->add_ref();
+  env->sender_ = self_cell;
+  (void)to.cell()->deliver(env);  // a refusal completes the route with its reason
+  return request_handle(self_cell, id);
+}
+
+result<schedule_ref> receive_context::schedule_once(akt::message msg,
+                                                    std::chrono::nanoseconds delay) {
+  return receiver_->system()->scheduler_.schedule_once(self(), std::move(msg), delay, receiver_);
+}
+
+result<schedule_ref> receive_context::schedule(akt::message msg,
+                                               std::chrono::nanoseconds interval) {
+  return receiver_->system()->scheduler_.schedule_every(self(), std::move(msg), interval,
+                                                        receiver_);
+}
+
+result<schedule_ref> receive_context::schedule_with_cron(akt::message msg,
+                                                         std::string_view expression,
+                                                         std::string_view zone) {
+  return receiver_->system()->scheduler_.schedule_cron(self(), std::move(msg), expression, zone,
+                                                       receiver_);
+}
+
+bool request_handle::cancel() {
+  if (owner_ == nullptr || id_ == 0) return false;
+  detail::cell_extras* x = owner_->extras_if_any();
+  if (x == nullptr) return false;
+  auto it = x->requests.find(id_);
+  if (it == x->requests.end()) return false;
+  if (it->second.stash_others && x->awaiting > 0) --x->awaiting;
+  if (it->second.timer) owner_->system()->timers_.cancel(it->second.timer);
+  x->requests.erase(it);
+  return true;
+}
 
 void recycle(envelope* e) noexcept {
   auto* ctx = static_cast<receive_context*>(e);
@@ -132,10 +329,56 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   context_access::deadline(*env) = deadline;
   context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
   (void)to->deliver(env);  // a refusal completes the slot with its reason
+  dispatcher& d = to->system()->dispatcher_;
+  if (d.manual()) {
+    // Deterministic mode: nobody else runs turns, so the asker does, until the reply is there.
+    while (!slot->ready() && now_ns() < deadline) {
+      if (!d.run_one()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
   bool abandoned = false;
   result<message> r = slot->await(deadline, abandoned);
   if (!abandoned) return_thread_reply_slot(slot);
   return r;
+}
+
+std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& msgs,
+                                       std::chrono::nanoseconds timeout) {
+  std::vector<result<message>> out;
+  out.reserve(msgs.size());
+  if (timeout <= std::chrono::nanoseconds::zero() || on_worker_thread()) {
+    const errc why = on_worker_thread() ? errc::blocking_on_worker : errc::invalid_timeout;
+    for (auto& m : msgs) {
+      auto* env = static_cast<receive_context*>(acquire_envelope(to));
+      env->message() = std::move(m);
+      context_access::receiver(*env) = to;
+      to->system()->dead_letter(*env, why);
+      recycle(env);
+      out.emplace_back(why);
+    }
+    return out;
+  }
+  const std::int64_t deadline = now_ns() + timeout.count();
+  std::vector<reply_slot*> slots;
+  slots.reserve(msgs.size());
+  for (auto& m : msgs) {
+    auto* env = static_cast<receive_context*>(acquire_envelope(to));
+    env->message() = std::move(m);
+    auto* slot = new reply_slot();
+    slots.push_back(slot);
+    context_access::receiver(*env) = to;
+    context_access::reply(*env) = slot;
+    context_access::reply_closed(*env) = false;
+    context_access::deadline(*env) = deadline;
+    context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
+    (void)to->deliver(env);
+  }
+  for (reply_slot* slot : slots) {
+    bool abandoned = false;
+    out.push_back(slot->await(deadline, abandoned));
+    if (!abandoned) delete slot;
+  }
+  return out;
 }
 
 std::string_view cell_name(const actor_cell* c) noexcept { return c->name(); }
@@ -144,11 +387,13 @@ std::string cell_path(const actor_cell* c) {
   std::string p = "akt://";
   p += c->system()->name_;
   p += "/user/";
-  p += c->name();
+  p += c->path();
   return p;
 }
 
 bool cell_alive(const actor_cell* c) noexcept { return c->life() == life_state::alive; }
+
+system_core* cell_system(const actor_cell* c) noexcept { return c->system(); }
 
 // A copy of src for a second queue (stash): same payload (moved), sender, receiver, reply route
 // and deadline, from src's home shard. The clone's late-reply guard starts cleared: a recycled

@@ -21,15 +21,29 @@
 
 namespace akt::detail {
 
-class reply_slot {
+// Where a reply goes: a blocking asker's slot, or an actor's pending request. complete() is
+// called exactly once per ask or request; it returns false when nobody wants the reply any more
+// (`value` is then left with the caller, to publish as a dead letter).
+class reply_route {
+ public:
+  virtual bool complete(result<message>& value) noexcept = 0;
+
+ protected:
+  ~reply_route() = default;
+};
+
+class reply_slot final : public reply_route {
  public:
   // Completes the ask. Returns false when the asker had already given up: the slot is deleted
   // and `value` is left with the caller (a late reply, to publish as a dead letter).
-  bool complete(result<message>& value) noexcept;
+  bool complete(result<message>& value) noexcept override;
 
   // Waits for the reply until deadline_ns (steady clock). On timeout returns request_timeout and
   // sets `abandoned`: the slot then belongs to the completer and must not be touched again.
   result<message> await(std::int64_t deadline_ns, bool& abandoned) noexcept;
+
+  // True once complete() ran (asker side, a poll: the value is then ready for await).
+  bool ready() const noexcept { return state_.load(std::memory_order_acquire) == done; }
 
   // Asker-side reset before reuse; the slot must be done.
   void rearm() noexcept;

@@ -23,7 +23,11 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
     : owner_(owner),
       name_(std::move(name)),
       config_(cfg),
-      dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds}),
+      logger_(cfg.logger ? cfg.logger : std::make_shared<stderr_logger>()),
+      default_supervisor_(cfg.default_supervisor),
+      blocking_(cfg.blocking_threads, [this] { return keep_alive(); }),
+      dispatcher_(
+          dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic}),
       events_(std::make_shared<event_stream>()) {}
 
 void system_core::dead_letter(receive_context& env, const error& reason) noexcept {
@@ -44,9 +48,9 @@ void system_core::dead_letter(message msg, pid sender, pid receiver, const error
 }
 
 void system_core::complete_reply(receive_context& env, result<message> r) noexcept {
-  reply_slot*& slot = context_access::reply(env);
+  reply_route*& slot = context_access::reply(env);
   if (slot == nullptr || context_access::reply_closed(env)) return;
-  reply_slot* s = slot;
+  reply_route* s = slot;
   slot = nullptr;
   context_access::reply_closed(env) = true;
   if (!s->complete(r) && r.has_value()) {

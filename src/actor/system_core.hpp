@@ -13,11 +13,16 @@
 #include <string>
 
 #include "actor/name_registry.hpp"
+#include "actor/scheduler.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/receive_context.hpp"
+#include "akt/actor/supervisor.hpp"
+#include "akt/core/logger.hpp"
 #include "akt/pool/sharded_pool.hpp"
+#include "dispatch/blocking_pool.hpp"
 #include "dispatch/dispatcher.hpp"
+#include "dispatch/timer_service.hpp"
 
 namespace akt::detail {
 
@@ -40,7 +45,7 @@ receive_context* clone_for_stash(receive_context& src);
 struct context_access {
   static actor_cell*& receiver(receive_context& c) noexcept { return c.receiver_; }
   static actor_cell*& sender(receive_context& c) noexcept { return c.sender_; }
-  static reply_slot*& reply(receive_context& c) noexcept { return c.reply_; }
+  static reply_route*& reply(receive_context& c) noexcept { return c.reply_; }
   static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
   static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
   static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
@@ -86,9 +91,32 @@ class system_core {
     return death_cv_.wait_until(lock, deadline, pred);
   }
 
+  // A reference on this core held by a thread object (workers, blocking threads) until it ends.
+  std::shared_ptr<void> keep_alive() {
+    add_ref();
+    return std::shared_ptr<void>(nullptr, [this](void*) { release(); });
+  }
+
+  struct shutdown_hook {
+    std::string name;
+    std::function<result<void>()> run;
+    int order;
+  };
+  std::mutex hooks_mutex_;
+  std::vector<shutdown_hook> hooks_;  // guarded by hooks_mutex_
+
+  void log(log_level level, std::string_view component, std::string_view text) const {
+    if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
+  }
+
   actor_system* owner_;  // null once the actor_system object is gone
   const std::string name_;
   const system_config config_;
+  const std::shared_ptr<logger> logger_;
+  const supervisor default_supervisor_;
+  timer_service timers_;
+  scheduler scheduler_{this, &timers_};
+  blocking_pool blocking_;
   dispatcher dispatcher_;
   name_registry registry_;
   std::shared_ptr<event_stream> events_;
@@ -96,6 +124,7 @@ class system_core {
   std::atomic<std::uint64_t> live_{0};
   std::atomic<std::uint64_t> spawned_{0};
   std::atomic<std::uint64_t> dead_letters_{0};
+  std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
 
  private:
   ~system_core() = default;

@@ -50,6 +50,7 @@ struct dispatcher::worker {
   std::atomic<std::uint64_t> steals{0};
   std::atomic<std::uint64_t> handoffs{0};
   std::thread thread;
+  bool exited = false;  // guarded by the dispatcher's exit_mutex_
 };
 
 namespace {
@@ -60,9 +61,10 @@ void bump(std::atomic<std::uint64_t>& c) noexcept {
 
 dispatcher::dispatcher(dispatcher_config cfg)
     : throughput_(std::max(1u, cfg.throughput)),
-      spin_rounds_(cfg.spin_rounds == 0 ? k_default_spin_rounds : cfg.spin_rounds) {
+      spin_rounds_(cfg.spin_rounds == 0 ? k_default_spin_rounds : cfg.spin_rounds),
+      manual_(cfg.manual) {
   unsigned n = cfg.workers != 0 ? cfg.workers : std::thread::hardware_concurrency();
-  n = std::max(1u, n);
+  n = cfg.manual ? 0 : std::max(1u, n);
   workers_.reserve(n);
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<worker>();
@@ -74,17 +76,26 @@ dispatcher::dispatcher(dispatcher_config cfg)
 
 dispatcher::~dispatcher() { stop(); }
 
-void dispatcher::start() {
+void dispatcher::start(std::shared_ptr<void> keep_alive) {
   if (started_) return;
   started_ = true;
   for (auto& w : workers_) {
     worker* raw = w.get();
-    raw->thread = std::thread([this, raw] { worker_loop(*raw); });
+    raw->thread = std::thread([this, raw, keep_alive] {
+      worker_loop(*raw);
+      {
+        std::lock_guard<std::mutex> lock(exit_mutex_);
+        raw->exited = true;
+        ++exited_;
+      }
+      exited_cv_.notify_all();
+      // keep_alive goes last, with the thread's closure: it may release the dispatcher's owner.
+    });
   }
 }
 
-void dispatcher::stop() {
-  if (closed_.load(std::memory_order_acquire)) return;
+unsigned dispatcher::stop(std::chrono::steady_clock::time_point deadline) {
+  if (closed_.load(std::memory_order_acquire)) return 0;
   stopping_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) {
     std::uintptr_t expected = k_parked;
@@ -93,11 +104,32 @@ void dispatcher::stop() {
       w->sleeper.unpark();
     }
   }
+  unsigned left_behind = 0;
+  if (started_) {
+    std::unique_lock<std::mutex> lock(exit_mutex_);
+    const auto all_out = [this] { return exited_ == workers_.size(); };
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      exited_cv_.wait(lock, all_out);
+    } else {
+      exited_cv_.wait_until(lock, deadline, all_out);
+    }
+    left_behind = static_cast<unsigned>(workers_.size()) - exited_;
+  }
   for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
+    if (!w->thread.joinable()) continue;
+    bool out;
+    {
+      std::lock_guard<std::mutex> lock(exit_mutex_);
+      out = w->exited;
+    }
+    if (out)
+      w->thread.join();
+    else
+      w->thread.detach();  // stuck in a handler; it exits by itself when the handler returns
   }
   closed_.store(true, std::memory_order_seq_cst);
   drain_inline();
+  return left_behind;
 }
 
 dispatcher::worker* dispatcher::this_worker() const noexcept {
@@ -121,6 +153,10 @@ dispatcher_stats dispatcher::stats() const noexcept {
 void dispatcher::schedule(schedulable* s) noexcept {
   if (closed_.load(std::memory_order_acquire)) {
     run_inline(s);
+    return;
+  }
+  if (manual_) {
+    push_global(s);  // run by run_one / run_until_idle, in this order
     return;
   }
   if (worker* w = this_worker()) {
@@ -280,6 +316,19 @@ void dispatcher::run(schedulable* s, worker* w) noexcept {
     if (!w->local.push(s)) push_global(s);
     return;
   }
+}
+
+bool dispatcher::run_one() noexcept {
+  schedulable* s = pop_global();
+  if (s == nullptr) return false;
+  if (s->run_turn(throughput_)) push_global(s);
+  return true;
+}
+
+std::size_t dispatcher::run_until_idle(std::size_t max_turns) noexcept {
+  std::size_t turns = 0;
+  while (turns < max_turns && run_one()) ++turns;
+  return turns;
 }
 
 void dispatcher::run_inline(schedulable* s) noexcept {

@@ -21,6 +21,8 @@
 //   grows when more than 4096 objects are ready at once.
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -39,6 +41,9 @@ struct dispatcher_config {
   unsigned workers = 0;      // 0: std::thread::hardware_concurrency()
   unsigned throughput = 32;  // messages per turn before an actor yields its worker
   unsigned spin_rounds = 0;  // idle polls before parking; 0: default
+  // No worker threads: turns run only when run_one / run_until_idle is called, on the calling
+  // thread, in the order actors became ready (the testkit's deterministic mode).
+  bool manual = false;
 };
 
 struct dispatcher_stats {
@@ -55,9 +60,22 @@ class dispatcher {
   dispatcher(const dispatcher&) = delete;
   dispatcher& operator=(const dispatcher&) = delete;
 
-  void start();
-  void stop();
+  // Starts the workers. Each worker keeps a copy of `keep_alive` until its thread ends, so that
+  // whatever owns the dispatcher outlives a worker that stop() had to leave behind.
+  void start(std::shared_ptr<void> keep_alive = nullptr);
+  // Stops the workers and waits for them until `deadline`; workers still inside a turn then
+  // (a handler that does not return) are detached and finish on their own. Returns how many
+  // were left behind. After this, schedule() runs turns inline on the caller.
+  unsigned stop(std::chrono::steady_clock::time_point deadline =
+                    std::chrono::steady_clock::time_point::max());
   void schedule(schedulable* s) noexcept;
+
+  // Manual mode: runs one turn of the oldest ready actor on the calling thread (an actor that
+  // still has work goes back to the end of the queue). False when nothing is ready.
+  bool run_one() noexcept;
+  // Manual mode: runs turns until nothing is ready or max_turns ran; returns the turns run.
+  std::size_t run_until_idle(std::size_t max_turns = static_cast<std::size_t>(-1)) noexcept;
+  bool manual() const noexcept { return manual_; }
 
   unsigned worker_count() const noexcept { return static_cast<unsigned>(workers_.size()); }
   unsigned throughput() const noexcept { return throughput_; }
@@ -89,6 +107,7 @@ class dispatcher {
 
   const unsigned throughput_;
   const unsigned spin_rounds_;
+  const bool manual_;
   std::vector<std::unique_ptr<worker>> workers_;
   mpmc_ring<schedulable*, 4096> global_;
   std::mutex overflow_mutex_;
@@ -104,6 +123,10 @@ class dispatcher {
   std::atomic<bool> stopping_{false};  // writer: stop (seq_cst); readers: parking workers
   std::atomic<bool> closed_{false};    // writer: stop after the join; readers: producers
   bool started_ = false;
+  // Workers that have left their loop; guarded by exit_mutex_, signalled through exited_cv_.
+  std::mutex exit_mutex_;
+  std::condition_variable exited_cv_;
+  unsigned exited_ = 0;
 };
 
 }  // namespace akt::detail

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,7 +25,10 @@
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
+#include "akt/actor/schedule.hpp"
 #include "akt/actor/spawn_options.hpp"
+#include "akt/actor/supervisor.hpp"
+#include "akt/core/logger.hpp"
 #include "akt/core/result.hpp"
 
 namespace akt {
@@ -33,12 +37,33 @@ struct system_config {
   unsigned workers = 0;      // dispatcher threads; 0 = std::thread::hardware_concurrency()
   unsigned throughput = 32;  // messages an actor processes per turn before yielding its worker
   unsigned spin_rounds = 0;  // idle polls before a worker parks; 0 = the default
-  // How long stop() waits for actors to process their poison pills.
+  // How long stop() waits for the shutdown hooks and for actors to process their poison pills.
   std::chrono::milliseconds shutdown_timeout = std::chrono::seconds(30);
+  // Supervises actors spawned without a supervisor of their own. The default stops a failing
+  // actor.
+  akt::supervisor default_supervisor = akt::supervisor().otherwise(directive::stop);
+  // Where the runtime logs; null = warnings and errors to stderr.
+  std::shared_ptr<akt::logger> logger = nullptr;
+  // Threads that run pipe_to tasks (blocking work, off the dispatcher).
+  unsigned blocking_threads = 4;
+  // Deterministic mode for tests: no dispatcher threads; turns run only inside
+  // run_until_idle() / step() (and while a blocking ask waits), on the calling thread, in the
+  // order actors became ready. Timers and pipe_to still run on their own threads.
+  bool deterministic = false;
+};
+
+// Figures of one actor (actor_system::stats(pid)).
+struct actor_stats {
+  std::uint64_t processed = 0;     // messages handed to its handlers
+  std::size_t mailbox_length = 0;  // approximate (0 or 1 for the default mailbox: not counted)
+  std::uint32_t restarts = 0;
+  std::chrono::steady_clock::time_point last_active;  // start of its last turn
+  bool alive = false;
 };
 
 struct system_stats {
   std::uint64_t actors = 0;        // live actors
+  std::uint64_t processed = 0;     // messages handed to handlers, all actors
   std::uint64_t spawned = 0;       // actors ever started
   std::uint64_t dead_letters = 0;  // dead letters published
   // Dispatcher figures: actor turns run, times a worker parked, run-queue steals, hand-offs of
@@ -53,7 +78,10 @@ namespace detail {
 class system_core;
 class actor_cell;
 result<pid> start_actor(system_core* core, actor_cell* cell);
-error check_spawn(system_core* core, std::string_view name);
+error check_spawn(system_core* core, actor_cell* parent, std::string_view name);
+template <class T, class... Args>
+result<pid> spawn_actor(system_core* core, actor_cell* parent, std::string_view name,
+                        spawn_options&& options, Args&&... args);
 }  // namespace detail
 
 class actor_system {
@@ -68,11 +96,24 @@ class actor_system {
 
   // Starts the dispatcher. Returns errc::system_shutting_down after stop.
   result<void> start();
-  // Stops every actor (poison pills: each processes the pill, runs post_stop, and publishes
-  // its queued messages as dead letters), then the dispatcher. Messages sent afterwards are
-  // refused with system_shutting_down and published as dead letters. Idempotent.
+  // Coordinated shutdown, all within config.shutdown_timeout:
+  //  1. the shutdown hooks, in ascending order (actors still running);
+  //  2. every actor stops (children before their parents; each runs post_stop and publishes
+  //     what it still had queued as dead letters);
+  //  3. timers, the blocking pool and the dispatcher threads stop.
+  // Whatever did not finish in time (a hook, an actor, a handler that never returns) is
+  // reported in the returned error (request_timeout), not waited for. Messages sent afterwards
+  // are refused with system_shutting_down and published as dead letters. Idempotent.
   result<void> stop();
+  // Adds a hook for step 1 of stop(). A hook returning an error (or throwing) is reported and
+  // the shutdown goes on.
+  void add_shutdown_hook(std::string name, std::function<result<void>()> hook, int order = 0);
   bool running() const noexcept;
+
+  // Deterministic mode: runs actor turns on this thread until none is ready (or max_turns);
+  // returns how many ran. step() runs one. Both return 0 in the normal mode.
+  std::size_t run_until_idle(std::size_t max_turns = static_cast<std::size_t>(-1));
+  bool step();
 
   // Creates an actor of type T from args, runs its pre_start, and registers it under `name`
   // (unique per system; 1-255 characters, a letter or digit first, then letters, digits, '-',
@@ -85,8 +126,9 @@ class actor_system {
     return spawn<T>(name, spawn_options{}, std::forward<Args>(args)...);
   }
 
-  // The live actor registered under name, or errc::actor_not_found.
-  result<pid> find(std::string_view name) const;
+  // The live actor with that path ("name" for a top-level actor, "parent/child" below it; the
+  // full form akt://<system>/user/parent/child is accepted too), or errc::actor_not_found.
+  result<pid> find(std::string_view path) const;
 
   // Stops the actor and waits until it has stopped (post_stop ran, name released), at most
   // `timeout`. From a worker thread it only sends the poison pill and returns
@@ -94,8 +136,28 @@ class actor_system {
   result<void> stop_actor(const pid& actor,
                           std::chrono::nanoseconds timeout = std::chrono::seconds(5));
 
+  // Runs task() on the blocking pool and delivers its result to `to` (no sender); see
+  // receive_context::pipe_to.
+  template <class F>
+  error pipe_to(const pid& to, F&& task,
+                std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero()) {
+    return detail::pipe(core_, nullptr, to, detail::wrap_task(std::forward<F>(task)), timeout);
+  }
+
+  // Scheduled messages (see schedule.hpp). delay <= 0 fires at once; interval must be > 0;
+  // repeating schedules need a copyable message. Cron: 5 fields (min hour dom month dow) or 6
+  // (seconds first), in a named IANA zone ("UTC" by default); errors name the position.
+  result<schedule_ref> schedule_once(const pid& to, message msg, std::chrono::nanoseconds delay);
+  result<schedule_ref> schedule(const pid& to, message msg, std::chrono::nanoseconds interval);
+  result<schedule_ref> schedule_with_cron(const pid& to, message msg, std::string_view expression,
+                                          std::string_view zone = "UTC");
+  // The active schedules, oldest first.
+  std::vector<schedule_info> schedules() const;
+
   event_stream& events() noexcept;
   system_stats stats() const noexcept;
+  actor_stats stats(const pid& actor) const noexcept;
+  akt::logger& logger() const noexcept;
 
   detail::system_core* core() const noexcept { return core_; }
 
@@ -110,19 +172,32 @@ class actor_system {
 namespace akt {
 
 template <class T, class... Args>
-result<pid> actor_system::spawn(std::string_view name, spawn_options options, Args&&... args) {
+result<pid> detail::spawn_actor(system_core* core, actor_cell* parent, std::string_view name,
+                                spawn_options&& options, Args&&... args) {
   static_assert(std::is_base_of_v<actor, T>, "spawn<T>: T must derive from akt::actor");
-  if (error err = detail::check_spawn(core_, name)) return err;
-  detail::actor_cell* cell = nullptr;
+  if (error err = check_spawn(core, parent, name)) return err;
+  actor_cell* cell = nullptr;
   try {
-    cell =
-        new detail::actor_cell_for<T>(core_, name, std::move(options), std::forward<Args>(args)...);
+    cell = new actor_cell_for<T, std::decay_t<Args>...>(core, parent, name, std::move(options),
+                                                        std::forward<Args>(args)...);
   } catch (const std::exception& e) {
     return error(errc::init_failure, std::string("constructor threw: ") + e.what());
   } catch (...) {
     return error(errc::init_failure, "constructor threw");
   }
-  return detail::start_actor(core_, cell);
+  return start_actor(core, cell);
+}
+
+template <class T, class... Args>
+result<pid> actor_system::spawn(std::string_view name, spawn_options options, Args&&... args) {
+  return detail::spawn_actor<T>(core_, nullptr, name, std::move(options),
+                                std::forward<Args>(args)...);
+}
+
+template <class T, class... Args>
+result<pid> receive_context::spawn(std::string_view name, spawn_options options, Args&&... args) {
+  return detail::spawn_actor<T>(detail::cell_system(receiver_), receiver_, name, std::move(options),
+                                std::forward<Args>(args)...);
 }
 
 }  // namespace akt

@@ -1,13 +1,29 @@
 #pragma once
-// Events the runtime publishes on the system's event stream.
+// Events the runtime publishes on the system's event stream, and the messages it delivers to
+// actors (terminated, status_failure).
 
 #include <string>
 
 #include "akt/actor/pid.hpp"
+#include "akt/actor/supervisor.hpp"
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
 
 namespace akt {
+
+// ---- delivered to actors ----
+
+// Sent to every watcher (ctx.watch) of an actor when it has stopped, for whatever reason.
+struct terminated {
+  pid actor;
+};
+
+// Delivered by pipe_to when the piped task failed, threw or timed out.
+struct status_failure {
+  error reason;
+};
+
+// ---- published on the event stream ----
 
 // A message that could not be delivered or was not processed. Nothing the runtime refuses
 // vanishes silently: it is published as one of these.
@@ -18,6 +34,12 @@ struct dead_letter {
   error reason;  // dead, mailbox_full, system_shutting_down, request_timeout, unhandled, ...
 };
 
+// A handler declared a message unhandled (also published as a dead letter).
+struct unhandled_message {
+  pid actor;
+  std::string message_type;
+};
+
 struct actor_started {
   pid actor;
 };
@@ -26,11 +48,27 @@ struct actor_stopped {
   pid actor;
 };
 
-// A handler threw. The actor has been stopped.
+// A handler failed (threw, or reported an error). The supervisor's directive follows.
 struct actor_failed {
   pid actor;
-  std::string what;          // the exception's what(), or a description
+  std::string what;          // the exception's what(), or the reported error
   std::string message_type;  // the type of the message being processed
+  directive decision = directive::stop;
+};
+
+struct actor_restarted {
+  pid actor;
+  unsigned restarts = 0;  // restarts so far, this one included
+};
+
+// A failed actor waits for a decision (back-off delay or escalation); it holds its messages.
+struct actor_suspended {
+  pid actor;
+  std::string reason;
+};
+
+struct actor_passivated {
+  pid actor;
 };
 
 }  // namespace akt

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
@@ -34,6 +35,8 @@ envelope* acquire_envelope(actor_cell* to);
 // Enqueues and schedules; on refusal publishes a dead letter. `from` may be null (no sender).
 error deliver(actor_cell* from, actor_cell* to, envelope* env) noexcept;
 result<message> ask(actor_cell* to, envelope* env, std::chrono::nanoseconds timeout);
+std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& msgs,
+                                       std::chrono::nanoseconds timeout);
 std::string_view cell_name(const actor_cell* c) noexcept;
 std::string cell_path(const actor_cell* c);
 bool cell_alive(const actor_cell* c) noexcept;
@@ -106,6 +109,24 @@ class pid {
     envelope* env = detail::acquire_envelope(cell_);
     detail::fill(env, std::forward<T>(msg));
     return detail::reply_as<R>(detail::ask(cell_, env, timeout));
+  }
+
+  // Sends each message in order. Returns ok, or the first refusal (every refused message is
+  // published as a dead letter).
+  error tell_batch(std::vector<message> msgs) const {
+    error first;
+    for (auto& m : msgs) {
+      error e = tell(std::move(m));
+      if (e && !first) first = e;
+    }
+    return first;
+  }
+  // Sends every message as an ask at once, then waits for all the replies, at most `timeout`
+  // in all: replies[i] answers msgs[i]. The actor processes them in order.
+  std::vector<result<message>> ask_batch(std::vector<message> msgs,
+                                         std::chrono::nanoseconds timeout) const {
+    if (!cell_) return std::vector<result<message>>(msgs.size(), errc::empty_pid);
+    return detail::ask_batch(cell_, std::move(msgs), timeout);
   }
 
   // Asks the actor to stop (a poison pill on its system queue). Returns at once.

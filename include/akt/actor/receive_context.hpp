@@ -13,18 +13,74 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <new>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
 #include "akt/actor/pid.hpp"
+#include "akt/actor/schedule.hpp"
+#include "akt/actor/spawn_options.hpp"
 
 namespace akt {
 
+class receive_context;
+
 namespace detail {
-class reply_slot;
+class reply_route;
 class system_core;
 struct context_access;
+using continuation = std::function<void(receive_context&, result<message>)>;
+using piped_task = std::function<result<message>()>;
+error pipe(system_core* core, actor_cell* from, const pid& to, piped_task task,
+           std::chrono::nanoseconds timeout);
+system_core* cell_system(const actor_cell* c) noexcept;
+
+template <class>
+inline constexpr bool is_result_v = false;
+template <class T>
+inline constexpr bool is_result_v<result<T>> = true;
+
+// Wraps a pipe_to task so that it returns result<message>.
+template <class F>
+piped_task wrap_task(F&& f) {
+  return [f = std::forward<F>(f)]() mutable -> result<message> {
+    using R = std::invoke_result_t<F&>;
+    static_assert(!std::is_void_v<R>, "a pipe_to task returns the value to deliver");
+    if constexpr (is_result_v<R>) {
+      R r = f();
+      if (!r) return r.error();
+      return message(std::move(*r));
+    } else {
+      return message(f());
+    }
+  };
+}
 }  // namespace detail
+
+// Options of receive_context::request.
+struct request_options {
+  // Hold this actor's other messages (they stay queued) until the reply or the timeout; the
+  // continuation then runs before any of them.
+  bool stash_others = false;
+};
+
+// A pending request made with receive_context::request. cancel() drops the continuation (it will
+// not run) and returns whether the request was still pending. Only the requesting actor may
+// cancel, from inside its own handlers.
+class request_handle {
+ public:
+  request_handle() = default;
+  request_handle(detail::actor_cell* owner, std::uint64_t id) : owner_(owner), id_(id) {}
+  bool cancel();
+  std::uint64_t id() const noexcept { return id_; }
+  explicit operator bool() const noexcept { return id_ != 0; }
+
+ private:
+  detail::actor_cell* owner_ = nullptr;
+  std::uint64_t id_ = 0;
+};
 
 // 64-byte aligned and 128 bytes long: two cache lines, of which a tell of a small payload
 // touches only the first (see envelope's layout).
@@ -87,11 +143,81 @@ class alignas(64) receive_context final : public envelope {
     return detail::deliver(receiver_, to.cell(), env);
   }
 
-  // Declares the message unhandled: it is published as a dead letter (reason unhandled) and an
-  // asker gets errc::unhandled.
+  // Declares the message unhandled: it is published as an unhandled_message event and a dead
+  // letter (reason unhandled), and an asker gets errc::unhandled.
   void unhandled();
   // Stops this actor after the current message (its queued messages become dead letters).
   void stop_self();
+  // Reports that handling this message failed: after the handler returns, the actor's
+  // supervisor decides (as for an exception). An asker gets the error.
+  void fail(error err);
+
+  // ---- the hierarchy ----
+  // Spawns a child of this actor (path "<this path>/<name>"). Children stop before their
+  // parent (post_stop runs bottom-up); a restart of the parent stops them too.
+  template <class T, class... Args>
+  result<pid> spawn(std::string_view name, spawn_options options, Args&&... args);
+  template <class T, class... Args>
+  result<pid> spawn(std::string_view name, Args&&... args) {
+    return spawn<T>(name, spawn_options{}, std::forward<Args>(args)...);
+  }
+  std::vector<pid> children() const;
+  // The live child with that name, or errc::actor_not_found.
+  result<pid> child(std::string_view name) const;
+  // This actor's parent; empty for a top-level actor.
+  pid parent() const noexcept;
+
+  // ---- watching ----
+  // After watch(target), this actor receives akt::terminated{target} once target has stopped
+  // (at once if it already has). Watching oneself or an empty pid does nothing.
+  void watch(const pid& target);
+  void unwatch(const pid& target);
+
+  // ---- stash ----
+  // Keeps the current message (its payload, sender and reply route) for later.
+  void stash();
+  // The oldest stashed message is processed before anything else in the mailbox; false when
+  // the stash is empty.
+  bool unstash();
+  // All stashed messages, in the order they were stashed, before anything else in the mailbox.
+  std::size_t unstash_all();
+  std::size_t stash_size() const noexcept;
+
+  // ---- behaviours ----
+  using behavior = std::function<void(receive_context&)>;
+  // From the next message on, `b` handles messages instead of receive (replacing the current
+  // behaviour); become_stacked pushes on top of it; unbecome pops (back to receive at the
+  // bottom). A restart returns to receive.
+  void become(behavior b);
+  void become_stacked(behavior b);
+  void unbecome();
+
+  // ---- sending on ----
+  // Sends this message on to `to` as if it had come there directly: the original sender and
+  // reply route go with it (an asker gets the reply from `to`).
+  error forward(const pid& to);
+
+  // Runs task() on the system's blocking pool (never on a dispatcher thread) and delivers its
+  // result to `to` as a message, with this actor as the sender: a T for a task returning T or
+  // a result<T> holding a value; akt::status_failure{error} when it returns an error, throws,
+  // or (timeout > 0) has not finished in time (a late result is then a dead letter).
+  template <class F>
+  error pipe_to(const pid& to, F&& task,
+                std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
+
+  // Schedules a message to this actor (see schedule.hpp); the schedule ends when the actor
+  // stops. The sender of each delivery is this actor.
+  result<schedule_ref> schedule_once(akt::message msg, std::chrono::nanoseconds delay);
+  result<schedule_ref> schedule(akt::message msg, std::chrono::nanoseconds interval);
+  result<schedule_ref> schedule_with_cron(akt::message msg, std::string_view expression,
+                                          std::string_view zone = "UTC");
+
+  // Asks `to` without blocking: returns at once; `then(ctx, reply)` runs later on this actor,
+  // serialised with its other messages, with the reply or the error (request_timeout, dead,
+  // unhandled, no_reply, ...). timeout 0 = no timeout.
+  template <class R = akt::message, class T, class F>
+  request_handle request(const pid& to, T&& msg, std::chrono::nanoseconds timeout, F&& then,
+                         request_options options = {});
 
   // ---- runtime ----
   // Clears everything but the home shard; releases the sender reference; the reply route must
@@ -111,6 +237,8 @@ class alignas(64) receive_context final : public envelope {
 
  private:
   void release_sender() noexcept;
+  request_handle request_erased(const pid& to, envelope* env, std::chrono::nanoseconds timeout,
+                                detail::continuation then, request_options options);
 
   friend class detail::system_core;
   friend struct detail::context_access;
@@ -120,5 +248,24 @@ class alignas(64) receive_context final : public envelope {
   // respond is dropped. reset() leaves it set on purpose (build clears it); a clone clears it.
   bool reply_closed_ = false;
 };
+
+template <class F>
+error receive_context::pipe_to(const pid& to, F&& task, std::chrono::nanoseconds timeout) {
+  return detail::pipe(detail::cell_system(receiver_), receiver_, to,
+                      detail::wrap_task(std::forward<F>(task)), timeout);
+}
+
+template <class R, class T, class F>
+request_handle receive_context::request(const pid& to, T&& msg, std::chrono::nanoseconds timeout,
+                                        F&& then, request_options options) {
+  envelope* env = to ? detail::acquire_envelope(to.cell()) : nullptr;
+  if (env != nullptr) detail::fill(env, std::forward<T>(msg));
+  return request_erased(
+      to, env, timeout,
+      [f = std::forward<F>(then)](receive_context& ctx, result<akt::message> reply) mutable {
+        f(ctx, detail::reply_as<R>(std::move(reply)));
+      },
+      options);
+}
 
 }  // namespace akt

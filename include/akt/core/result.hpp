@@ -30,7 +30,7 @@ class [[nodiscard]] result {
     new (&value_) T(std::forward<U>(value));
   }
 
-  result(const result& o) : has_(o.has_) {
+  result(const result& o) requires std::is_copy_constructible_v<T> : has_(o.has_) {
     if (has_)
       new (&value_) T(o.value_);
     else

@@ -13,7 +13,7 @@ namespace akt {
 
 namespace detail {
 class actor_cell;
-class reply_slot;
+class reply_route;
 }  // namespace detail
 
 // Base of every node of the intrusive queues in this module.
@@ -52,7 +52,7 @@ class envelope : public mpsc_node {
   // sender's core to the receiver's and back, not two.
   detail::actor_cell* sender_ = nullptr;    // strong reference, managed by receive_context
   detail::actor_cell* receiver_ = nullptr;  // no reference: the receiver's mailbox holds us
-  detail::reply_slot* reply_ = nullptr;     // the asker's slot while a reply is owed
+  detail::reply_route* reply_ = nullptr;    // where the reply goes, while one is owed
   const std::uint32_t home_shard_;
   std::uint32_t flags_ = 0;
   akt::message msg_;

@@ -1,0 +1,79 @@
+#pragma once
+// scheduler: the system's table of scheduled messages, armed on the timer service.
+//
+// Contract: every member may be called from any thread. The table is guarded by a mutex (taken
+// to add, remove and list; a fire only touches its own schedule's atomics and the timer
+// service). A schedule's state is shared by its refs, the table and its pending timer callback;
+// `ended` (exchange, acq_rel) decides once whether a cancel or the last fire ends it.
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "akt/actor/schedule.hpp"
+#include "akt/core/cron.hpp"
+#include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
+#include "akt/core/time_zone.hpp"
+#include "dispatch/timer_service.hpp"
+
+namespace akt::detail {
+
+class actor_cell;
+class system_core;
+
+struct schedule_state {
+  std::uint64_t id = 0;
+  schedule_kind kind = schedule_kind::once;
+  pid target;
+  pid sender;   // the scheduling actor, when scheduled from inside one
+  message msg;  // the template: copied for each fire of a repeating schedule
+  std::string message_type;
+  std::string spec;
+  std::chrono::nanoseconds interval{0};
+  std::optional<cron_schedule> cron;
+  std::optional<time_zone> zone;
+  scheduler* owner = nullptr;
+  std::mutex mutex;                 // guards msg (once) and timer between fire and cancel
+  timer_service::handle timer;      // guarded by mutex
+  std::atomic<bool> paused{false};  // writers: pause/resume; reader: fire
+  std::atomic<bool> due{false};     // a paused one-shot whose time came (fires on resume)
+  std::atomic<bool> ended{false};   // writers: cancel, the last fire (exchange)
+  std::atomic<std::uint64_t> fired{0};
+};
+
+class scheduler {
+ public:
+  scheduler(system_core* core, timer_service* timers) : core_(core), timers_(timers) {}
+
+  result<schedule_ref> schedule_once(const pid& to, message msg, std::chrono::nanoseconds delay,
+                                     actor_cell* from);
+  result<schedule_ref> schedule_every(const pid& to, message msg, std::chrono::nanoseconds interval,
+                                      actor_cell* from);
+  result<schedule_ref> schedule_cron(const pid& to, message msg, std::string_view expression,
+                                     std::string_view zone, actor_cell* from);
+  std::vector<schedule_info> list() const;
+  // Cancels every schedule an actor made for itself (it stopped).
+  void cancel_owned_by(actor_cell* owner);
+
+  bool cancel(schedule_state& s);
+  bool pause(schedule_state& s);
+  bool resume(schedule_state& s);
+
+ private:
+  result<schedule_ref> add(std::shared_ptr<schedule_state> s);
+  void arm(const std::shared_ptr<schedule_state>& s);
+  void fire(const std::shared_ptr<schedule_state>& s);
+  void deliver(schedule_state& s, message msg);
+  void forget(std::uint64_t id);
+
+  system_core* const core_;
+  timer_service* const timers_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<schedule_state>> table_;  // guarded
+  std::uint64_t next_id_ = 1;                                                 // guarded
+};
+
+}  // namespace akt::detail

@@ -1,0 +1,172 @@
+// Scheduled messages: once, interval, cron; cancel, pause, resume, list; actor-owned schedules.
+
+#include <gtest/gtest.h>
+
+#include "actor/actor_test_support.hpp"
+
+namespace akt::test {
+namespace {
+
+struct tick {
+  int n;
+};
+
+class ticker : public akt::actor {
+ public:
+  explicit ticker(std::atomic<int>* ticks) : ticks_(ticks) {}
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.is<tick>()) ticks_->fetch_add(1);
+    if (auto* d = ctx.get_if<std::chrono::milliseconds>()) {
+      auto r = ctx.schedule(tick{0}, *d);  // owned by this actor
+      ctx.respond(r ? r->id() : 0ull);
+    }
+  }
+
+ private:
+  std::atomic<int>* ticks_;
+};
+
+TEST(Schedule_Once, FiresOnceAfterTheDelay) {
+  std::atomic<int> ticks{0};
+  actor_system sys("once", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = sys.schedule_once(*t, tick{1}, std::chrono::milliseconds(30));
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(eventually([&] { return ticks.load() == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(ticks.load(), 1);
+  EXPECT_FALSE(r->active());
+  EXPECT_FALSE(r->cancel());
+}
+
+TEST(Schedule_Once, NonPositiveDelayFiresAtOnce) {
+  std::atomic<int> ticks{0};
+  actor_system sys("once-now", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(sys.schedule_once(*t, tick{1}, -std::chrono::seconds(1)));
+  EXPECT_TRUE(eventually([&] { return ticks.load() == 1; }, std::chrono::milliseconds(500)));
+}
+
+TEST(Schedule_Interval, FiresRepeatedlyUntilCancelled) {
+  std::atomic<int> ticks{0};
+  actor_system sys("interval", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto r = sys.schedule(*t, tick{0}, std::chrono::milliseconds(10));
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(eventually([&] { return ticks.load() >= 3; }));
+  EXPECT_TRUE(r->cancel());
+  const int at_cancel = ticks.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_LE(ticks.load(), at_cancel + 1) << "fired after cancel";
+  EXPECT_TRUE(sys.schedules().empty());
+}
+
+TEST(Schedule_Interval, PauseSkipsFiresAndResumeContinues) {
+  std::atomic<int> ticks{0};
+  actor_system sys("pause", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto r = sys.schedule(*t, tick{0}, std::chrono::milliseconds(10));
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(eventually([&] { return ticks.load() >= 1; }));
+  ASSERT_TRUE(r->pause());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let a fire in flight land
+  const int paused_at = ticks.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(ticks.load(), paused_at);
+  auto list = sys.schedules();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_TRUE(list[0].paused);
+  EXPECT_EQ(list[0].kind, schedule_kind::interval);
+  ASSERT_TRUE(r->resume());
+  EXPECT_TRUE(eventually([&] { return ticks.load() > paused_at; }));
+  EXPECT_TRUE(r->cancel());
+}
+
+TEST(Schedule_Once, APausedOneShotFiresWhenResumed) {
+  std::atomic<int> ticks{0};
+  actor_system sys("pause-once", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto r = sys.schedule_once(*t, tick{1}, std::chrono::milliseconds(20));
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->pause());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(ticks.load(), 0);
+  ASSERT_TRUE(r->resume());
+  EXPECT_TRUE(eventually([&] { return ticks.load() == 1; }));
+}
+
+TEST(Schedule_Refusal, BadArgumentsAreRefused) {
+  std::atomic<int> ticks{0};
+  actor_system sys("refusals", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(sys.schedule(*t, tick{0}, std::chrono::seconds(0)).code(), errc::invalid_argument);
+  EXPECT_EQ(sys.schedule(*t, std::make_unique<int>(1), std::chrono::seconds(1)).code(),
+            errc::invalid_argument)
+      << "a repeating schedule copies its message";
+  EXPECT_EQ(sys.schedule_once(pid(), tick{0}, std::chrono::seconds(1)).code(), errc::empty_pid);
+  auto bad = sys.schedule_with_cron(*t, tick{0}, "0 61 * * *");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.code(), errc::invalid_cron);
+  EXPECT_NE(bad.error().message().find("position"), std::string::npos) << bad.error().message();
+  auto bad_zone = sys.schedule_with_cron(*t, tick{0}, "* * * * *", "Mars/Olympus_Mons");
+  EXPECT_EQ(bad_zone.code(), errc::invalid_time_zone);
+}
+
+TEST(Schedule_Cron, EverySecondFiresAndListsItsSpec) {
+  std::atomic<int> ticks{0};
+  actor_system sys("cron", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto r = sys.schedule_with_cron(*t, tick{0}, "* * * * * *", "Europe/Paris");  // 6 fields
+  ASSERT_TRUE(r) << r.error().message();
+  auto list = sys.schedules();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].kind, schedule_kind::cron);
+  EXPECT_NE(list[0].spec.find("Europe/Paris"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return ticks.load() >= 2; }, std::chrono::seconds(4)));
+  EXPECT_TRUE(r->cancel());
+}
+
+TEST(Schedule_Owned, AnActorsOwnScheduleEndsWhenItStops) {
+  std::atomic<int> ticks{0};
+  actor_system sys("owned", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto id = t->ask<unsigned long long>(std::chrono::milliseconds(10), std::chrono::seconds(5));
+  ASSERT_TRUE(id);
+  EXPECT_NE(*id, 0u);
+  ASSERT_TRUE(eventually([&] { return ticks.load() >= 2; }));
+  ASSERT_TRUE(sys.stop_actor(*t));
+  EXPECT_TRUE(eventually([&] { return sys.schedules().empty(); }));
+}
+
+TEST(Schedule_Dead, ARepeatingScheduleToAStoppedActorEnds) {
+  std::atomic<int> ticks{0};
+  actor_system sys("dead-target", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto t = sys.spawn<ticker>("t", &ticks);
+  ASSERT_TRUE(t);
+  auto r = sys.schedule(*t, tick{0}, std::chrono::milliseconds(10));
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(sys.stop_actor(*t));
+  EXPECT_TRUE(eventually([&] { return !r->active(); }));
+}
+
+}  // namespace
+}  // namespace akt::test
