@@ -72,6 +72,7 @@ actor_system::~actor_system() {
 const std::string& actor_system::name() const noexcept { return core_->name_; }
 unsigned actor_system::worker_count() const noexcept { return core_->dispatcher_.worker_count(); }
 event_stream& actor_system::events() noexcept { return *core_->events_; }
+akt::topics& actor_system::topics() noexcept { return core_->topics_; }
 
 bool actor_system::running() const noexcept { return core_->state() == detail::run_state::running; }
 
@@ -140,8 +141,9 @@ result<void> actor_system::stop() {
     // 1. Shutdown hooks, in order, while actors still run (a hook may still talk to them).
     std::vector<detail::system_core::shutdown_hook> hooks;
     {
+      // Taken out: a hook may hold pids, which hold the core; kept here they would form a cycle.
       std::lock_guard<std::mutex> lock(core_->hooks_mutex_);
-      hooks = core_->hooks_;
+      hooks.swap(core_->hooks_);
     }
     std::stable_sort(hooks.begin(), hooks.end(),
                      [](const auto& a, const auto& b) { return a.order < b.order; });
@@ -175,6 +177,8 @@ result<void> actor_system::stop() {
                          " actors did not stop within the shutdown timeout");
     }
   }
+  // Subscriptions hold pids, whose cells hold this core: drop what the stops left behind.
+  core_->topics_.clear();
   // 3. Timers, the blocking pool, the dispatcher. Threads stuck in user code are left behind
   //    (they hold the system's core alive until they return), not waited for.
   core_->timers_.stop();

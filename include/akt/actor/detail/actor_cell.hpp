@@ -193,7 +193,7 @@ class actor_cell_for final : public actor_cell {
   }
   // The spawn arguments: each restart builds a fresh instance from copies of them (move-only
   // arguments are moved into the first instance; such an actor cannot be restarted).
-  std::tuple<Args...> args_;
+  [[no_unique_address]] std::tuple<Args...> args_;
   alignas(T) unsigned char storage_[sizeof(T)];
 };
 
