@@ -602,6 +602,131 @@ void BM_RawMpscQueue(benchmark::State& state) {
 }
 BENCHMARK(BM_RawMpscQueue)->UseRealTime();
 
+// =============================================================================================
+// 8. RequestPairwise: hardware_concurrency pairs of actors; each requester sends a non-blocking
+// request (receive_context::request) to its own echo actor and, in the continuation that runs on
+// the requester, sends the next one. One iteration = k_request_batch requests per pair.
+
+constexpr std::uint64_t k_request_batch = 20000;
+
+struct start_requests {
+  akt::pid target;
+  std::uint64_t count;
+};
+
+struct requester final : akt::actor {
+  explicit requester(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (auto* s = ctx.get_if<start_requests>()) {
+      target = s->target;
+      left = s->count;
+      next(ctx);
+    }
+  }
+  void next(akt::receive_context& ctx) {
+    if (left == 0) return;
+    --left;
+    ctx.request<long>(target, ping{1}, std::chrono::nanoseconds::zero(),
+                      [this](akt::receive_context& c, akt::result<long> r) {
+                        if (r) done->note();
+                        next(c);
+                      });
+  }
+  completion* done;
+  akt::pid target;
+  std::uint64_t left = 0;
+};
+
+void BM_RequestPairwise(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  std::vector<akt::pid> requesters;
+  std::vector<akt::pid> echoes;
+  for (unsigned i = 0; i < n; ++i) {
+    echoes.push_back(spawn_or_fail<echo>(state, bs.sys, "echo-" + std::to_string(i)));
+    requesters.push_back(
+        spawn_or_fail<requester>(state, bs.sys, "requester-" + std::to_string(i), &done));
+    if (!echoes.back() || !requesters.back()) return;
+  }
+  auto round = [&](std::uint64_t per_pair) {
+    const std::uint64_t target = done.count() + per_pair * n;
+    for (unsigned i = 0; i < n; ++i) (void)requesters[i].tell(start_requests{echoes[i], per_pair});
+    done.wait_for(target);
+  };
+  round(2000);  // warm-up
+  std::uint64_t rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    round(k_request_batch);
+    ++rounds;
+  }
+  const std::uint64_t requests = rounds * k_request_batch * n;
+  r.report(state, &bs.sys, requests, requests);
+  state.counters["pairs"] = n;
+}
+BENCHMARK(BM_RequestPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// =============================================================================================
+// 9. SupervisionRestart: one actor whose supervisor restarts it on every failure; each crash
+// message fails the handler (by exception, or by receive_context::fail for range(0) == 1), and
+// the timed region ends when the fresh instances' pre_start has run that many times.
+
+struct crash {};
+
+struct crasher final : akt::actor {
+  crasher(completion* c, bool report) noexcept : starts(c), report_error(report) {}
+  akt::error pre_start(akt::actor_context&) override {
+    starts->note();
+    return {};
+  }
+  void receive(akt::receive_context& ctx) override {
+    if (!ctx.is<crash>()) return;
+    if (report_error) {
+      ctx.fail(akt::error(akt::errc::handler_failed));
+    } else {
+      throw std::runtime_error("crash");
+    }
+  }
+  completion* starts;
+  bool report_error;
+};
+
+void BM_SupervisionRestart(benchmark::State& state) {
+  const bool by_error = state.range(0) == 1;
+  completion starts;
+  akt::actor_system sys(
+      "bench",
+      akt::system_config{.default_supervisor = akt::supervisor().otherwise(akt::directive::restart),
+                         .logger = std::make_shared<akt::null_logger>()});
+  if (!sys.start()) return state.SkipWithError("start failed");
+  auto p = sys.spawn<crasher>("crasher", &starts, by_error);
+  if (!p) return state.SkipWithError("spawn failed");
+  constexpr std::uint64_t k_batch = 10000;
+  auto round = [&] {
+    const std::uint64_t target = starts.count() + k_batch;
+    for (std::uint64_t i = 0; i < k_batch; ++i) (void)p->tell(crash{});
+    starts.wait_for(target);
+  };
+  round();  // warm-up
+  std::uint64_t rounds = 0;
+  region r(&sys);
+  for (auto _ : state) {
+    round();
+    ++rounds;
+  }
+  r.report(state, &sys, rounds * k_batch, rounds * k_batch);
+  state.counters["restarts"] = static_cast<double>(sys.stats(*p).restarts);
+  (void)sys.stop();
+}
+BENCHMARK(BM_SupervisionRestart)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("by_error")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -156,6 +156,56 @@ double akt_ask_pairs(const config& cfg, unsigned pairs, std::uint64_t per_pair) 
   return static_cast<double>(per_pair * pairs) / s;
 }
 
+// `pairs` requester actors, each making `per_pair` sequential non-blocking requests
+// (receive_context::request) to its own echo actor, the next one from the previous one's
+// continuation. Requests per second.
+struct akt_start {
+  akt::pid target;
+  std::uint64_t count;
+};
+struct akt_requester final : akt::actor {
+  explicit akt_requester(completion* c) : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (auto* s = ctx.get_if<akt_start>()) {
+      target = s->target;
+      left = s->count;
+      next(ctx);
+    }
+  }
+  void next(akt::receive_context& ctx) {
+    if (left == 0) return;
+    --left;
+    ctx.request<long>(target, ping{1}, std::chrono::nanoseconds::zero(),
+                      [this](akt::receive_context& c, akt::result<long> r) {
+                        if (r) done->note();
+                        next(c);
+                      });
+  }
+  completion* done;
+  akt::pid target;
+  std::uint64_t left = 0;
+};
+
+double akt_request_pairs(const config& cfg, unsigned pairs, std::uint64_t per_pair) {
+  std::unique_ptr<completion[]> done(new completion[pairs]);
+  akt_env env(cfg.workers);
+  std::vector<akt::pid> echoes;
+  std::vector<akt::pid> requesters;
+  for (unsigned i = 0; i < pairs; ++i) {
+    echoes.push_back(env.spawn<akt_echo>("echo-" + std::to_string(i)));
+    requesters.push_back(env.spawn<akt_requester>("req-" + std::to_string(i), &done[i]));
+  }
+  auto round = [&](std::uint64_t n, std::uint64_t base) {
+    for (unsigned i = 0; i < pairs; ++i) (void)requesters[i].tell(akt_start{echoes[i], n});
+    for (unsigned i = 0; i < pairs; ++i) done[i].wait_for(base + n);
+  };
+  const std::uint64_t warm = std::max<std::uint64_t>(per_pair / 10, 1);
+  round(warm, 0);
+  const auto t0 = clock_type::now();
+  round(per_pair, warm);
+  return static_cast<double>(per_pair * pairs) / seconds_since(t0);
+}
+
 spawn_result akt_spawn_idle(const config& cfg) {
   const std::size_t n = cfg.idle_actors;
   completion done;
@@ -251,6 +301,56 @@ double caf_tell_pairs(const config& cfg, unsigned pairs, std::uint64_t per_pair)
   team.wait_round();
   team.stop();
   for (auto& a : sinks) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  return static_cast<double>(per_pair * pairs) / s;
+}
+
+// CAF's counterpart of akt_request_pairs: an event-based requester whose response handler
+// (request(...).then) sends the next request.
+struct caf_requester_state {
+  caf::actor target;
+  std::uint64_t left = 0;
+  completion* done = nullptr;
+};
+
+void caf_next_request(caf::stateful_actor<caf_requester_state>* self) {
+  if (self->state.left == 0) return;
+  --self->state.left;
+  self->request(self->state.target, caf::infinite, 1).then([self](int) {
+    self->state.done->note();
+    caf_next_request(self);
+  });
+}
+
+caf::behavior caf_requester(caf::stateful_actor<caf_requester_state>* self, completion* done,
+                            caf::actor target) {
+  self->state.done = done;
+  self->state.target = std::move(target);
+  return {[self](std::uint64_t n) {
+    self->state.left = n;
+    caf_next_request(self);
+  }};
+}
+
+double caf_request_pairs(const config& cfg, unsigned pairs, std::uint64_t per_pair) {
+  std::unique_ptr<completion[]> done(new completion[pairs]);
+  caf_env env(cfg.workers);
+  std::vector<caf::actor> echoes;
+  std::vector<caf::actor> requesters;
+  for (unsigned i = 0; i < pairs; ++i) {
+    echoes.push_back(env.sys->spawn(caf_echo));
+    requesters.push_back(env.sys->spawn(caf_requester, &done[i], echoes.back()));
+  }
+  auto round = [&](std::uint64_t n, std::uint64_t base) {
+    for (unsigned i = 0; i < pairs; ++i) caf::anon_send(requesters[i], n);
+    for (unsigned i = 0; i < pairs; ++i) done[i].wait_for(base + n);
+  };
+  const std::uint64_t warm = std::max<std::uint64_t>(per_pair / 10, 1);
+  round(warm, 0);
+  const auto t0 = clock_type::now();
+  round(per_pair, warm);
+  const double s = seconds_since(t0);
+  for (auto& a : requesters) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : echoes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   return static_cast<double>(per_pair * pairs) / s;
 }
 
@@ -432,6 +532,10 @@ int main(int argc, char** argv) {
       "AskPairwise", "asks/s",
       [&] { return akt_ask_pairs(cfg, pairs, cfg.ask_pairwise_asks / pairs); },
       [&] { return caf_ask_pairs(cfg, pairs, cfg.ask_pairwise_asks / pairs); });
+  shape(
+      "RequestPairwise (actors)", "requests/s",
+      [&] { return akt_request_pairs(cfg, pairs, cfg.ask_pairwise_asks * 5 / pairs); },
+      [&] { return caf_request_pairs(cfg, pairs, cfg.ask_pairwise_asks * 5 / pairs); });
   shape(
       "RequestResponse (1 pair)", "asks/s",
       [&] { return akt_ask_pairs(cfg, 1, cfg.request_response_asks); },
