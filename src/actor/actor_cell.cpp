@@ -673,7 +673,7 @@ void actor_cell::on_passivation_check() noexcept {
 void actor_cell::stop_now(const error& reason) noexcept {
   if (life() >= life_state::stopping) return;
   life_.store(life_state::stopping, std::memory_order_release);
-  cell_extras* x = extras_if_any();
+  cell_extras* x = reason ? &extras() : extras_if_any();  // a failure reason is kept to report
   if (x != nullptr) {
     x->stop_reason = reason;
     if (x->passivation_timer) system_->timers_.cancel(x->passivation_timer);
@@ -729,9 +729,11 @@ void actor_cell::finish_stop() noexcept {
   if (custom_) custom_->dispose();
   system_->registry_.erase(this);
   bool passivated = false;
+  error reason;
   system_->scheduler_.cancel_owned_by(this);
   if (cell_extras* x = extras_if_any()) {
     passivated = x->passivated;
+    reason = x->stop_reason;
     pid self = pid::share(this);
     for (actor_cell* w : x->watching) w->post_system(unwatch_request{self});
     release_all(x->watching);
@@ -746,7 +748,7 @@ void actor_cell::finish_stop() noexcept {
     system_->events_->publish(actor_passivated{pid::share(this)});
   }
   if (system_->events_->has_subscribers<actor_stopped>()) {
-    system_->events_->publish(actor_stopped{pid::share(this)});
+    system_->events_->publish(actor_stopped{pid::share(this), reason});
   }
   // Dead last: whoever waits for the stop sees the name released and post_stop done.
   system_->on_actor_dead([this] { life_.store(life_state::dead, std::memory_order_release); });

@@ -149,8 +149,8 @@ TEST(Supervision_Retry, RestartLoopIsBoundedByTheRetryLimit) {
   fragile::counters c;
   actor_system sys("sup-retry", {.workers = 1});
   ASSERT_TRUE(sys.start());
-  collector<actor_stopped, std::string> stopped(
-      sys, [](const actor_stopped& e) { return std::string(e.actor.name()); });
+  collector<actor_stopped, errc> stopped(sys,
+                                         [](const actor_stopped& e) { return e.reason.code(); });
   auto sup = supervisor().otherwise(directive::restart).with_retry(3, std::chrono::seconds(60));
   auto p = sys.spawn<fragile>("f", {.supervisor = sup}, &c);
   ASSERT_TRUE(p);
@@ -158,6 +158,7 @@ TEST(Supervision_Retry, RestartLoopIsBoundedByTheRetryLimit) {
   ASSERT_TRUE(eventually([&] { return !p->alive(); }));
   EXPECT_EQ(c.constructed.load(), 4) << "the original and 3 restarts";
   ASSERT_EQ(stopped.wait_for(1), 1u);
+  EXPECT_EQ(stopped.items()[0], errc::retry_limit_exceeded) << "the reason is reported";
 }
 
 TEST(Supervision_Backoff, RestartWaitsAndHoldsMessages) {

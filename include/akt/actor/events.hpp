@@ -46,6 +46,9 @@ struct actor_started {
 
 struct actor_stopped {
   pid actor;
+  // Why: ok for a requested stop or a passivation; the failure for a supervisor's stop, the
+  // retry limit (retry_limit_exceeded) or a failed restart (init_failure).
+  error reason;
 };
 
 // A handler failed (threw, or reported an error). The supervisor's directive follows.
