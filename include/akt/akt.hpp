@@ -8,6 +8,7 @@
 #include "akt/actor/pid.hpp"
 #include "akt/actor/receive_context.hpp"
 #include "akt/actor/spawn_options.hpp"
+#include "akt/actor/topics.hpp"
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
 #include "akt/core/result.hpp"

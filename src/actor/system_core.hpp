@@ -18,6 +18,7 @@
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/receive_context.hpp"
 #include "akt/actor/supervisor.hpp"
+#include "akt/actor/topics.hpp"
 #include "akt/core/logger.hpp"
 #include "akt/pool/sharded_pool.hpp"
 #include "dispatch/blocking_pool.hpp"
@@ -120,6 +121,7 @@ class system_core {
   dispatcher dispatcher_;
   name_registry registry_;
   std::shared_ptr<event_stream> events_;
+  akt::topics topics_{*this};  // after events_, which it follows
   std::atomic<run_state> state_{run_state::created};
   std::atomic<std::uint64_t> live_{0};
   std::atomic<std::uint64_t> spawned_{0};

@@ -28,6 +28,7 @@
 #include "akt/actor/schedule.hpp"
 #include "akt/actor/spawn_options.hpp"
 #include "akt/actor/supervisor.hpp"
+#include "akt/actor/topics.hpp"
 #include "akt/core/logger.hpp"
 #include "akt/core/result.hpp"
 
@@ -155,6 +156,8 @@ class actor_system {
   std::vector<schedule_info> schedules() const;
 
   event_stream& events() noexcept;
+  // Publish/subscribe between this system's actors, by topic name (see topics.hpp).
+  akt::topics& topics() noexcept;
   system_stats stats() const noexcept;
   actor_stats stats(const pid& actor) const noexcept;
   akt::logger& logger() const noexcept;
