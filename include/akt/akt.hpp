@@ -7,6 +7,7 @@
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/actor/receive_context.hpp"
+#include "akt/actor/router.hpp"
 #include "akt/actor/spawn_options.hpp"
 #include "akt/actor/topics.hpp"
 #include "akt/core/error.hpp"

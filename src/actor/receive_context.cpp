@@ -91,6 +91,69 @@ void receive_context::respond_error(error err) {
   if (reply_ != nullptr && !reply_closed_) receiver_->system()->complete_reply(*this, err);
 }
 
+reply_handle receive_context::defer_reply() {
+  reply_handle h;
+  h.self_ = self();
+  h.ask_ = (flags_ & flag_ask) != 0;
+  if (reply_ != nullptr && !reply_closed_) {
+    h.route_ = std::exchange(reply_, nullptr);
+    reply_closed_ = true;  // later ctx.respond calls are second replies
+  } else if (!h.ask_) {
+    h.sender_ = sender();
+  }
+  return h;
+}
+
+reply_handle::reply_handle(reply_handle&& o) noexcept
+    : route_(std::exchange(o.route_, nullptr)),
+      self_(std::move(o.self_)),
+      sender_(std::move(o.sender_)),
+      ask_(o.ask_) {}
+
+reply_handle& reply_handle::operator=(reply_handle&& o) noexcept {
+  if (this != &o) {
+    fail(errc::no_reply);  // the reply this handle owed is abandoned
+    route_ = std::exchange(o.route_, nullptr);
+    self_ = std::move(o.self_);
+    sender_ = std::move(o.sender_);
+    ask_ = o.ask_;
+  }
+  return *this;
+}
+
+reply_handle::~reply_handle() { fail(errc::no_reply); }
+
+void reply_handle::respond_message(akt::message value) {
+  if (!self_) return;  // a default handle owes nothing to anyone
+  detail::system_core* sys = self_.cell()->system();
+  if (route_ != nullptr) {
+    // As system_core::complete_reply: a reply the asker gave up on is a dead letter.
+    result<akt::message> r(std::move(value));
+    if (!std::exchange(route_, nullptr)->complete(r) && r.has_value()) {
+      sys->dead_letter(std::move(*r), self_, pid(), errc::request_timeout);
+    }
+    return;
+  }
+  if (ask_) {  // a second reply to an ask
+    sys->dead_letter(std::move(value), self_, pid(), errc::request_timeout);
+    return;
+  }
+  if (sender_) {
+    envelope* env = detail::acquire_envelope(sender_.cell());
+    env->payload() = std::move(value);
+    (void)detail::deliver(self_.cell(), sender_.cell(), env);
+    return;
+  }
+  sys->dead_letter(std::move(value), self_, pid(), errc::empty_pid);
+}
+
+void reply_handle::fail(error err) {
+  if (route_ == nullptr) return;
+  if (!err) err = error(errc::handler_failed, "fail() without an error");
+  result<akt::message> r(std::move(err));
+  (void)std::exchange(route_, nullptr)->complete(r);
+}
+
 void receive_context::unhandled() {
   detail::system_core* sys = receiver_->system();
   if (sys->events_->has_subscribers<unhandled_message>()) {

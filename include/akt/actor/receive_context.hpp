@@ -82,6 +82,45 @@ class request_handle {
   std::uint64_t id_ = 0;
 };
 
+// The reply owed for one message, taken out of its envelope by receive_context::defer_reply so
+// that the actor can give it after the handler returned (from a request's continuation, a later
+// message): respond and fail then do what ctx.respond / ctx.respond_error would have done while
+// handling the message. An asker gets at most one reply: a second one, or one after the asker
+// gave up, is published as a dead letter (request_timeout). A handle dropped while an asker
+// still waits completes the ask with errc::no_reply.
+//
+// Move-only; one owner at a time, not for concurrent use. Meant for the deferring actor's own
+// handlers, though completing it from another thread is safe too (the reply routes are). It
+// holds a reference on the deferring actor (the sender of a reply by tell). Deferring allocates
+// nothing.
+class reply_handle {
+ public:
+  reply_handle() = default;
+  reply_handle(reply_handle&& o) noexcept;
+  reply_handle& operator=(reply_handle&& o) noexcept;
+  reply_handle(const reply_handle&) = delete;
+  reply_handle& operator=(const reply_handle&) = delete;
+  ~reply_handle();
+
+  template <class T>
+  void respond(T&& value) {
+    respond_message(akt::message(std::forward<T>(value)));
+  }
+  void respond_message(akt::message value);
+  // Completes a waiting ask with `err`; does nothing for a message that was not an ask.
+  void fail(error err);
+  // True while an asker waits for this reply.
+  bool expects_reply() const noexcept { return route_ != nullptr; }
+
+ private:
+  friend class receive_context;
+
+  detail::reply_route* route_ = nullptr;  // the asker's route while a reply is owed
+  pid self_;                              // the deferring actor; empty for a default handle
+  pid sender_;                            // who gets a reply by tell (not an ask)
+  bool ask_ = false;                      // the message was an ask (replies never go by tell)
+};
+
 // 64-byte aligned and 128 bytes long: two cache lines, of which a tell of a small payload
 // touches only the first (see envelope's layout).
 class alignas(64) receive_context final : public envelope {
@@ -133,6 +172,10 @@ class alignas(64) receive_context final : public envelope {
   void respond_message(akt::message value);
   // Completes an ask with an error instead of a value (the asker's result carries it).
   void respond_error(error err);
+  // Takes the reply route out of this message (the asker's, or the sender to reply to by tell)
+  // into a handle, to reply after the handler returns; the handler then no longer owes a reply
+  // (and ctx.respond to an ask is a dead letter).
+  reply_handle defer_reply();
 
   // Sends with this actor as the sender.
   template <class T>
