@@ -81,9 +81,10 @@ actor_cell::actor_cell(system_core* core, actor_cell* parent, std::string_view n
       custom_(std::move(options.mailbox)),
       parent_(parent),
       home_shard_(envelope_pool().next_home_shard()),
-      name_hash_(name_registry::hash(child_path(parent, name))),
+      name_hash_(0),
       path_(child_path(parent, name)),
       inbox_tail_(&inbox_stub_) {
+  name_hash_ = name_registry::hash(path_);
   system_->add_ref();
   if (options.supervisor || options.passivation.mode != passivation::kind::never) {
     cell_extras& x = extras();
@@ -783,11 +784,11 @@ error actor_cell::start() {
     }
   } else {
     life_.store(life_state::alive, std::memory_order_release);
-    last_active_ns_.store(now_ns(), std::memory_order_relaxed);
     system_->on_actor_started();
     if (parent_ != nullptr) parent_->adopt_child(this);
     if (cell_extras* x = extras_if_any();
         x != nullptr && x->passivate.mode == passivation::kind::idle) {
+      last_active_ns_.store(now_ns(), std::memory_order_relaxed);  // idle counts from the start
       arm_passivation(now_ns() + x->passivate.idle_for.count());
     }
     if (system_->events_->has_subscribers<actor_started>()) {

@@ -58,7 +58,7 @@ struct actor_stats {
   std::uint64_t processed = 0;     // messages handed to its handlers
   std::size_t mailbox_length = 0;  // approximate (0 or 1 for the default mailbox: not counted)
   std::uint32_t restarts = 0;
-  std::chrono::steady_clock::time_point last_active;  // start of its last turn
+  std::chrono::steady_clock::time_point last_active;  // start of its last turn; epoch before any
   bool alive = false;
 };
 

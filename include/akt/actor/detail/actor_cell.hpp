@@ -142,7 +142,7 @@ class actor_cell : public schedulable {
   const std::uint32_t home_shard_;         // envelope pool shard of messages to this actor
   std::atomic<life_state> life_{life_state::starting};
   turn_mode mode_ = turn_mode::normal;  // turn owner only
-  const std::uint32_t name_hash_;       // of path_
+  std::uint32_t name_hash_;             // of path_, set once in the constructor
   const std::string path_;
   // -- consumer end (the turn owner) --
   mpsc_node* inbox_tail_;  // default mailbox: current sentinel
