@@ -79,9 +79,9 @@ actor_cell::actor_cell(system_core* core, actor_cell* parent, std::string_view n
       inbox_head_(&inbox_stub_),
       system_(core),
       custom_(std::move(options.mailbox)),
-      parent_(parent),
       home_shard_(envelope_pool().next_home_shard()),
       name_hash_(0),
+      parent_(parent),
       path_(child_path(parent, name)),
       inbox_tail_(&inbox_stub_) {
   name_hash_ = name_registry::hash(path_);
@@ -294,9 +294,9 @@ bool actor_cell::run_turn(unsigned budget) {
       last_active_ns_.store(now_ns(), std::memory_order_relaxed);
       touched = true;
     }
-    // instance_ (turn owner's line) rather than life_ (on the line producers write): the turn
+    // instance() (turn owner's line) rather than life_ (on the line producers write): the turn
     // owner is the only one that destroys the instance, when the actor stops.
-    if (instance_ == nullptr)
+    if (instance() == nullptr)
       system_->dead_letter(*env, errc::dead);
     else
       invoke(*env);
@@ -322,10 +322,10 @@ void actor_cell::invoke(receive_context& env) noexcept {
         receive_context::behavior b = x->behaviors.back();  // a copy: it may become() itself
         b(env);
       } else {
-        instance_->receive(env);
+        instance()->receive(env);
       }
     } else {
-      instance_->receive(env);
+      instance()->receive(env);
     }
   } catch (...) {
     on_failure(&env, std::current_exception(), error());
@@ -566,10 +566,10 @@ void actor_cell::drop_requests() noexcept {
 void actor_cell::complete_restart() noexcept {
   cell_extras& x = extras();
   x.restart_times.push_back(now_ns());
-  if (instance_ != nullptr && system_->owner_ != nullptr) {
+  if (instance() != nullptr && system_->owner_ != nullptr) {
     actor_context ctx(*system_->owner_, pid::share(this));
     try {
-      instance_->post_stop(ctx);
+      instance()->post_stop(ctx);
     } catch (...) {
       system_->log(log_level::warning, path_, "post_stop threw during a restart");
     }
@@ -592,7 +592,7 @@ void actor_cell::complete_restart() noexcept {
   if (!failure && system_->owner_ != nullptr) {
     actor_context ctx(*system_->owner_, pid::share(this));
     try {
-      failure = instance_->pre_start(ctx);
+      failure = instance()->pre_start(ctx);
     } catch (const std::exception& e) {
       failure = error(errc::init_failure, std::string("pre_start threw: ") + e.what());
     } catch (...) {
@@ -708,10 +708,10 @@ void actor_cell::drain_to_dead_letters() noexcept {
 }
 
 void actor_cell::finish_stop() noexcept {
-  if (instance_ != nullptr && system_->owner_ != nullptr) {
+  if (instance() != nullptr && system_->owner_ != nullptr) {
     actor_context ctx(*system_->owner_, pid::share(this));
     try {
-      instance_->post_stop(ctx);
+      instance()->post_stop(ctx);
     } catch (const std::exception& e) {
       if (system_->events_->has_subscribers<actor_failed>()) {
         system_->events_->publish(actor_failed{
@@ -764,7 +764,7 @@ error actor_cell::start() {
   if (system_->owner_ != nullptr) {
     actor_context ctx(*system_->owner_, pid::share(this));
     try {
-      failure = instance_->pre_start(ctx);
+      failure = instance()->pre_start(ctx);
       if (failure && failure.code() != errc::init_failure) {
         failure = error(errc::init_failure, failure.message());
       }
