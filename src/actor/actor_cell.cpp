@@ -73,16 +73,24 @@ cell_extras::~cell_extras() {
 // ---------------------------------------------------------------------------------------------
 // construction, figures
 
+// The layout comment in actor_cell.hpp counts on these sizes: a change moves the turn owner's
+// fields onto the producers' cache line, or grows every actor.
+static_assert(sizeof(void*) != 8 || sizeof(schedulable) == 16);
+static_assert(sizeof(void*) != 8 || sizeof(system_queue) == 16);
+static_assert(sizeof(void*) != 8 || sizeof(actor_cell) == actor_cell::instance_offset);
+static_assert(pool_limits::max_shards <= 65536, "home_shard_ is 16 bits");
+static_assert(alignof(cell_extras) >= 16, "turn_word_ keeps four flags in the extras pointer");
+
 actor_cell::actor_cell(system_core* core, actor_cell* parent, std::string_view name,
                        spawn_options&& options)
     : schedulable(dispatch_state::processing),  // the spawner owns the first "turn"
       inbox_head_(&inbox_stub_),
       system_(core),
       custom_(std::move(options.mailbox)),
-      home_shard_(envelope_pool().next_home_shard()),
+      home_shard_(static_cast<std::uint16_t>(envelope_pool().next_home_shard())),
       name_hash_(0),
-      parent_(parent),
       path_(child_path(parent, name)),
+      parent_(parent),
       inbox_tail_(&inbox_stub_) {
   name_hash_ = name_registry::hash(path_);
   system_->add_ref();
@@ -99,16 +107,16 @@ actor_cell::~actor_cell() {
   while (dequeue_user(nullptr) != nullptr) {
   }
   if (inbox_tail_ != &inbox_stub_) recycle(static_cast<envelope*>(inbox_tail_));
-  delete extras_.load(std::memory_order_relaxed);
+  delete extras_if_any();
   system_->release();
 }
 
 void actor_cell::destroy() noexcept { delete this; }
 
 std::string_view actor_cell::name() const noexcept {
-  const auto slash = path_.rfind('/');
-  return slash == std::string::npos ? std::string_view(path_)
-                                    : std::string_view(path_).substr(slash + 1);
+  const std::string_view p = path_;
+  const auto slash = p.rfind('/');
+  return slash == std::string_view::npos ? p : p.substr(slash + 1);
 }
 
 std::size_t actor_cell::mailbox_size() const noexcept {
@@ -123,10 +131,11 @@ std::uint32_t actor_cell::restarts() const noexcept {
 }
 
 cell_extras& actor_cell::extras() {
-  cell_extras* x = extras_.load(std::memory_order_relaxed);
+  const std::uintptr_t w = turn_word_.load(std::memory_order_relaxed);
+  auto* x = reinterpret_cast<cell_extras*>(w & ~k_tag_mask);
   if (x == nullptr) {
     x = new cell_extras();
-    extras_.store(x, std::memory_order_release);
+    turn_word_.store(w | reinterpret_cast<std::uintptr_t>(x), std::memory_order_release);
   }
   return *x;
 }
@@ -264,7 +273,7 @@ bool actor_cell::run_turn(unsigned budget) {
       ++done;
       continue;
     }
-    if (mode_ != turn_mode::normal) {
+    if (mode() != turn_mode::normal) {
       // Holding user messages (a pending supervision decision, a restart or a stop waiting for
       // children): only system messages count as work.
       sysq_.flush();
@@ -339,7 +348,7 @@ void actor_cell::invoke(receive_context& env) noexcept {
       on_failure(&env, nullptr, std::move(err));
       return;
     }
-    if (x->passivate.mode == passivation::kind::messages && mode_ == turn_mode::normal &&
+    if (x->passivate.mode == passivation::kind::messages && mode() == turn_mode::normal &&
         ++x->passivation_count >= x->passivate.message_limit) {
       passivate();
     }
@@ -389,7 +398,7 @@ void actor_cell::handle_system(receive_context& env) noexcept {
   } else if (auto* sib = m.get_if<supervise_siblings>()) {
     on_supervise_siblings(*sib);
   } else if (m.is<restart_now>()) {
-    if (mode_ == turn_mode::suspended && life() < life_state::stopping) begin_restart();
+    if (mode() == turn_mode::suspended && life() < life_state::stopping) begin_restart();
   } else if (auto* r = m.get_if<request_reply>()) {
     queue_reply(r->id, std::move(r->reply), context_access::sender(env));
   } else if (auto* ex = m.get_if<request_expired>()) {
@@ -470,7 +479,7 @@ void actor_cell::apply_directive(directive d, const error& reason) noexcept {
   if (life() >= life_state::stopping) return;
   switch (d) {
     case directive::resume:
-      if (mode_ == turn_mode::suspended) mode_ = turn_mode::normal;
+      if (mode() == turn_mode::suspended) set_mode(turn_mode::normal);
       break;
     case directive::stop:
       stop_now(reason);
@@ -490,7 +499,7 @@ void actor_cell::apply_directive(directive d, const error& reason) noexcept {
 }
 
 void actor_cell::suspend(std::string why) noexcept {
-  mode_ = turn_mode::suspended;
+  set_mode(turn_mode::suspended);
   if (system_->events_->has_subscribers<actor_suspended>()) {
     system_->events_->publish(actor_suspended{pid::share(this), std::move(why)});
   }
@@ -546,7 +555,7 @@ void actor_cell::restart(const error& reason) noexcept {
 void actor_cell::begin_restart() noexcept {
   cell_extras* x = extras_if_any();
   if (x != nullptr && !x->children.empty()) {
-    mode_ = turn_mode::restarting;
+    set_mode(turn_mode::restarting);
     for (actor_cell* c : x->children) c->post_system(poison_pill{});
     return;  // on_child_stopped completes the restart once the last child has stopped
   }
@@ -599,7 +608,7 @@ void actor_cell::complete_restart() noexcept {
       failure = error(errc::init_failure, "pre_start threw");
     }
   }
-  mode_ = turn_mode::normal;
+  set_mode(turn_mode::normal);
   if (failure) {
     stop_now(failure);
     return;
@@ -625,7 +634,7 @@ void actor_cell::on_child_stopped(actor_cell* child) noexcept {
   if (!x->children.empty()) return;
   if (life() == life_state::stopping) {
     finish_stop();
-  } else if (mode_ == turn_mode::restarting) {
+  } else if (mode() == turn_mode::restarting) {
     complete_restart();
   }
 }
@@ -662,7 +671,7 @@ void actor_cell::on_passivation_check() noexcept {
   const std::int64_t idle_for = x->passivate.idle_for.count();
   const std::int64_t due = last_active_ns_.load(std::memory_order_relaxed) + idle_for;
   // Busy (queued work, a pending request or decision): look again a full period later.
-  const bool busy = mode_ != turn_mode::normal || !x->requests.empty() || x->has_owned_queues() ||
+  const bool busy = mode() != turn_mode::normal || !x->requests.empty() || x->has_owned_queues() ||
                     !user_empty(custom_.get());
   if (!busy && now_ns() >= due) {
     passivate();
@@ -680,7 +689,7 @@ void actor_cell::stop_now(const error& reason) noexcept {
     if (x->passivation_timer) system_->timers_.cancel(x->passivation_timer);
     drop_requests();
     if (!x->children.empty()) {
-      mode_ = turn_mode::restarting;  // hold user messages until the children are gone
+      set_mode(turn_mode::restarting);  // hold user messages until the children are gone
       for (actor_cell* c : x->children) c->post_system(poison_pill{});
       return;  // on_child_stopped finishes once the last child has stopped
     }
@@ -725,7 +734,7 @@ void actor_cell::finish_stop() noexcept {
     }
   }
   destroy_instance();
-  mode_ = turn_mode::normal;  // a dead actor's turns dead-letter whatever still arrives
+  set_mode(turn_mode::normal);  // a dead actor's turns dead-letter whatever still arrives
   drain_to_dead_letters();
   if (custom_) custom_->dispose();
   system_->registry_.erase(this);
@@ -758,7 +767,7 @@ void actor_cell::finish_stop() noexcept {
 error actor_cell::start() {
   if (!system_->registry_.insert(this)) {
     life_.store(life_state::dead, std::memory_order_release);
-    return error(errc::actor_already_exists, path_);
+    return error(errc::actor_already_exists, std::string(path()));
   }
   error failure;
   if (system_->owner_ != nullptr) {

@@ -62,7 +62,8 @@ struct pending_request {
   bool stash_others = false;
 };
 
-struct cell_extras {
+// 16-byte aligned: actor_cell keeps four flags in the low bits of its pointer to this block.
+struct alignas(16) cell_extras {
   ~cell_extras();
 
   std::vector<actor_cell*> children;       // strong references

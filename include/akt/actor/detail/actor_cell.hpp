@@ -12,7 +12,7 @@
 //   them only through system messages.
 // - life_: starting -> alive -> stopping -> dead, written by the turn owner (or the spawner
 //   before the first turn), read by producers (acquire) to refuse messages to stopped actors.
-// - Memory: this header plus sizeof(T) (and its constructor arguments, kept for restarts); the
+// - Memory: this header (128 bytes) plus sizeof(T) (and its constructor arguments, kept for restarts); the
 //   default mailbox and the system queue are embedded and allocate nothing while empty.
 //   Everything only some actors use (children, watchers, stash, behaviours, requests,
 //   supervision state) lives in a block allocated on first use.
@@ -31,6 +31,7 @@
 
 #include "akt/actor/actor.hpp"
 #include "akt/actor/spawn_options.hpp"
+#include "akt/core/compact_string.hpp"
 #include "akt/dispatch/schedulable.hpp"
 #include "akt/mailbox/mpsc_queue.hpp"
 #include "akt/mailbox/system_queue.hpp"
@@ -59,11 +60,16 @@ class actor_cell : public schedulable {
   actor_cell* parent() const noexcept { return parent_; }
   life_state life() const noexcept { return life_.load(std::memory_order_acquire); }
   std::uint32_t home_shard() const noexcept { return home_shard_; }
+  // Where actor_cell_for places the actor object: right after this header (an object whose actor
+  // base sits elsewhere is found through locate_instance instead).
+  static constexpr std::size_t instance_offset = 128;
   std::uint32_t name_hash() const noexcept { return name_hash_; }
+  // The actor object, or null once it is destroyed (turn owner, or the spawner before start).
   actor* instance() const noexcept {
-    return instance_offset_ == 0 ? nullptr
-                                 : reinterpret_cast<actor*>(reinterpret_cast<std::uintptr_t>(this) +
-                                                            instance_offset_);
+    const std::uintptr_t w = turn_word_.load(std::memory_order_relaxed);
+    if ((w & k_has_instance) == 0) return nullptr;
+    if ((w & k_instance_elsewhere) != 0) return locate_instance();
+    return reinterpret_cast<actor*>(reinterpret_cast<std::uintptr_t>(this) + instance_offset);
   }
   mailbox* custom_mailbox() const noexcept { return custom_.get(); }
 
@@ -86,7 +92,9 @@ class actor_cell : public schedulable {
 
   // ---- turn-owner API (called from receive_context while this actor's handler runs) ----
   cell_extras& extras();
-  cell_extras* extras_if_any() const noexcept { return extras_.load(std::memory_order_acquire); }
+  cell_extras* extras_if_any() const noexcept {
+    return reinterpret_cast<cell_extras*>(turn_word_.load(std::memory_order_acquire) & ~k_tag_mask);
+  }
   void report_failure(error err) noexcept;  // ctx.fail
   void adopt_child(actor_cell* child);      // after a child's successful spawn
 
@@ -94,14 +102,22 @@ class actor_cell : public schedulable {
   actor_cell(system_core* core, actor_cell* parent, std::string_view name, spawn_options&& options);
   ~actor_cell() override;
   void destroy() noexcept override;
-  // `a` lives inside this cell's block (actor_cell_for's storage), at a fixed offset.
+  // `a` lives inside this cell's block (actor_cell_for's storage); null when it was destroyed.
   void set_instance(actor* a) noexcept {
-    instance_offset_ = a == nullptr
-                           ? 0
-                           : static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(a) -
-                                                        reinterpret_cast<std::uintptr_t>(this));
+    std::uintptr_t w = turn_word_.load(std::memory_order_relaxed) &
+                       ~(k_has_instance | k_instance_elsewhere);
+    if (a != nullptr) {
+      w |= k_has_instance;
+      if (reinterpret_cast<std::uintptr_t>(a) !=
+          reinterpret_cast<std::uintptr_t>(this) + instance_offset)
+        w |= k_instance_elsewhere;
+    }
+    turn_word_.store(w, std::memory_order_release);
   }
   virtual void destroy_instance() noexcept = 0;
+  // The actor object of a type whose actor base is not at instance_offset (over-aligned types,
+  // or types deriving from actor as a second base). Called only while one exists.
+  virtual actor* locate_instance() const noexcept = 0;
   // Builds a fresh actor object from the spawn arguments (restart). May throw.
   virtual void rebuild_instance() = 0;
 
@@ -138,38 +154,54 @@ class actor_cell : public schedulable {
   void finish_stop() noexcept;
   void drain_to_dead_letters() noexcept;
 
-  // Layout: fields producers write on every message (the default mailbox's head), then fields
-  // producers only read (written at spawn and stop), then cold fields, then the turn owner's
-  // fields. Cells are 16-byte aligned, so a field at least 52 bytes after the last field a
-  // producer touches per message (life_) never shares its cache line: a turn's per-message reads
-  // and writes (inbox_tail_, sysq_, instance_offset_, mode_, extras_) then never pull the line that
-  // producers exchange inbox_head_ on. Measured: mode_ on the producers' line cost TellSinglePair
-  // a third of its rate.
+  turn_mode mode() const noexcept {
+    return static_cast<turn_mode>(turn_word_.load(std::memory_order_relaxed) & k_mode_mask);
+  }
+  void set_mode(turn_mode m) noexcept {
+    const std::uintptr_t w = turn_word_.load(std::memory_order_relaxed) & ~k_mode_mask;
+    turn_word_.store(w | static_cast<std::uintptr_t>(m), std::memory_order_release);
+  }
 
-  // -- producer end --
-  std::atomic<mpsc_node*> inbox_head_;  // default mailbox: producers exchange (seq_cst)
-  // -- read by producers on every message --
-  system_core* const system_;              // holds a reference on the core for the cell's life
-  const std::unique_ptr<mailbox> custom_;  // a user-chosen mailbox, or null
-  const std::uint32_t home_shard_;         // envelope pool shard of messages to this actor
-  std::atomic<life_state> life_{life_state::starting};
-  // -- cold: spawn, stop, names, figures --
-  std::uint32_t name_hash_;   // of path_, set once in the constructor
-  actor_cell* const parent_;  // null for top-level actors; outlives its children
-  const std::string path_;
-  // -- consumer end (the turn owner) --
-  mpsc_node* inbox_tail_;  // default mailbox: current sentinel
+  // turn_word_: the extras pointer (16-byte aligned) with the turn owner's flags in its low bits.
+  static constexpr std::uintptr_t k_mode_mask = 3;            // turn_mode
+  static constexpr std::uintptr_t k_has_instance = 4;         // the actor object exists
+  static constexpr std::uintptr_t k_instance_elsewhere = 8;   // see locate_instance
+  static constexpr std::uintptr_t k_tag_mask = 15;
+
+  // Layout (offsets on a 64-bit target; 128 bytes in all, checked in actor_cell.cpp). Cells are
+  // 16-byte aligned, so the cache line holding the last byte producers touch on every message
+  // (life_, at 42) ends at most 54 bytes later, at 96. The turn owner's per-message fields start
+  // at 96 and so never share a line with inbox_head_, which producers exchange: measured, the
+  // turn mode on that line cost TellSinglePair a third of its rate. Between the two sit fields
+  // that are cold or written once per turn (a turn already writes that line: dispatch_ at its
+  // end). What the turn reads on every message besides the mailbox (its mode, whether the actor
+  // object exists, the extras) is packed into one word, turn_word_.
+
+  // -- producer end: written on every message --
+  std::atomic<mpsc_node*> inbox_head_;  // 16: default mailbox; producers exchange (seq_cst)
+  // -- read by producers on every message, written at spawn and stop --
+  system_core* const system_;              // 24: holds a reference on the core for the cell's life
+  const std::unique_ptr<mailbox> custom_;  // 32: a user-chosen mailbox, or null
+  const std::uint16_t home_shard_;         // 40: envelope pool shard of messages to this actor
+  std::atomic<life_state> life_{life_state::starting};  // 42
+  // -- cold, or written once per turn --
+  std::uint32_t name_hash_;    // 44: of path_, set once in the constructor
+  const compact_string path_;  // 48: "parent/child" below the user guardian
+  actor_cell* const parent_;   // 64: null for top-level actors; outlives its children
+  // 72: the first sentinel only. Later sentinels are envelopes (recycled one dequeue later), so
+  // producers write this node's link once, for the first message, and nothing touches it after.
   mpsc_node inbox_stub_;
-  system_queue sysq_;
-  // Where the actor object sits in this block (bytes from `this`); 0 once destroyed. An offset
-  // rather than a pointer so that it and mode_ share 8 bytes.
-  std::uint32_t instance_offset_ = 0;
-  turn_mode mode_ = turn_mode::normal;  // turn owner only, read on every message
-  // Figures. Writer: the turn owner (relaxed, no read-modify-write). Readers: anyone.
+  // 80, 88: figures. Writer: the turn owner, once per turn (relaxed, no read-modify-write).
+  // Readers: anyone.
   std::atomic<std::uint64_t> processed_{0};
   std::atomic<std::int64_t> last_active_ns_{0};  // steady-clock ns at the last turn's start
-  // Created on first use by the turn owner (or the spawner); read by others only for figures.
-  std::atomic<cell_extras*> extras_{nullptr};
+  // -- consumer end: the turn owner, every message --
+  mpsc_node* inbox_tail_;  // 96: default mailbox: current sentinel
+  system_queue sysq_;      // 104
+  // 120: extras pointer | flags (k_* above). Writer: the turn owner (or the spawner before the
+  // first turn), release. Readers: the turn owner (relaxed); others read only the extras pointer,
+  // for figures (acquire, pairs with the release that published the block).
+  std::atomic<std::uintptr_t> turn_word_{0};
 };
 
 template <class T, class... Args>
@@ -194,6 +226,9 @@ class actor_cell_for final : public actor_cell {
       set_instance(nullptr);
     }
   }
+  actor* locate_instance() const noexcept override {
+    return std::launder(reinterpret_cast<T*>(const_cast<unsigned char*>(storage_)));
+  }
   void rebuild_instance() override {
     destroy_instance();
     if constexpr (rebuildable)
@@ -207,10 +242,11 @@ class actor_cell_for final : public actor_cell {
   void build() {
     set_instance(std::apply([this](const auto&... a) { return new (storage_) T(a...); }, args_));
   }
+  // The actor object first: right after the header (at instance_offset) when alignof(T) <= 128.
+  alignas(T) unsigned char storage_[sizeof(T)];
   // The spawn arguments: each restart builds a fresh instance from copies of them (move-only
   // arguments are moved into the first instance; such an actor cannot be restarted).
   [[no_unique_address]] std::tuple<Args...> args_;
-  alignas(T) unsigned char storage_[sizeof(T)];
 };
 
 }  // namespace akt::detail
