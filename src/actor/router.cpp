@@ -255,15 +255,7 @@ void router_actor::to_all(receive_context& ctx) {
   for (std::size_t i = 0; i < routees_.size(); ++i) {
     if (routees_[i].alive()) last = i;
   }
-  if (last == routees_.size()) {
-    refuse(ctx, error(errc::dead, "the router has no routee left"));
-    return;
-  }
-  if (!ctx.message().copyable()) {
-    refuse(ctx, error(errc::invalid_argument, "a broadcast needs a copyable message, not " +
-                                                  std::string(ctx.message().type_name())));
-    return;
-  }
+  if (!can_fan_out(ctx, last != routees_.size(), "a broadcast")) return;
   // Copies with the original sender; the original (and its reply route) goes to the last.
   actor_cell* sender = context_access::sender(ctx);
   for (std::size_t i = 0; i < last; ++i) {
@@ -278,16 +270,7 @@ void router_actor::to_all(receive_context& ctx) {
 void router_actor::scatter(receive_context& ctx) {
   // A snapshot: each of these gets a request (one that stops meanwhile answers errc::dead).
   const std::vector<pid> targets = live_routees();
-  if (targets.empty()) {
-    refuse(ctx, error(errc::dead, "the router has no routee left"));
-    return;
-  }
-  if (!ctx.message().copyable()) {
-    refuse(ctx,
-           error(errc::invalid_argument, "scatter_gather_first needs a copyable message, not " +
-                                             std::string(ctx.message().type_name())));
-    return;
-  }
+  if (!can_fan_out(ctx, !targets.empty(), "scatter_gather_first")) return;
   const std::chrono::nanoseconds timeout = budget(ctx);
   if (timeout <= std::chrono::nanoseconds::zero()) {
     refuse(ctx, errc::request_timeout);
@@ -308,15 +291,7 @@ void router_actor::scatter(receive_context& ctx) {
 
 void router_actor::tail_chop(receive_context& ctx) {
   std::vector<pid> order = live_routees();
-  if (order.empty()) {
-    refuse(ctx, error(errc::dead, "the router has no routee left"));
-    return;
-  }
-  if (!ctx.message().copyable()) {
-    refuse(ctx, error(errc::invalid_argument, "tail_chopping needs a copyable message, not " +
-                                                  std::string(ctx.message().type_name())));
-    return;
-  }
+  if (!can_fan_out(ctx, !order.empty(), "tail_chopping")) return;
   const std::chrono::nanoseconds timeout = budget(ctx);
   if (timeout <= std::chrono::nanoseconds::zero()) {
     refuse(ctx, errc::request_timeout);
@@ -336,6 +311,20 @@ void router_actor::tail_chop(receive_context& ctx) {
 
 void router_actor::refuse(receive_context& ctx, const error& why) {
   cell_system(ctx.self().cell())->dead_letter(ctx, why);
+}
+
+bool router_actor::can_fan_out(receive_context& ctx, bool have_routees, std::string_view who) {
+  if (!have_routees) {
+    refuse(ctx, error(errc::dead, "the router has no routee left"));
+    return false;
+  }
+  if (!ctx.message().copyable()) {
+    refuse(ctx, error(errc::invalid_argument, std::string(who) +
+                                                  " needs a copyable message, not " +
+                                                  std::string(ctx.message().type_name())));
+    return false;
+  }
+  return true;
 }
 
 std::chrono::nanoseconds router_actor::budget(const receive_context& ctx) const {

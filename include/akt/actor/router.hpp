@@ -131,6 +131,9 @@ class router_actor final : public actor {
   void tail_chop(receive_context& ctx);
   // Publishes the message as a dead letter and fails an ask with `why`.
   static void refuse(receive_context& ctx, const error& why);
+  // Strategies that send copies: refuses (dead letter) when no routee is left or the message
+  // cannot be copied; true when the message may go out.
+  static bool can_fan_out(receive_context& ctx, bool have_routees, std::string_view who);
   // The time a scatter or tail ask may take: `within`, or less if the ask's deadline is sooner.
   std::chrono::nanoseconds budget(const receive_context& ctx) const;
   // Live routees only; null when none is left.
