@@ -115,6 +115,7 @@ void actor_cell::destroy() noexcept { delete this; }
 
 std::string_view actor_cell::name() const noexcept {
   const std::string_view p = path_;
+  if (grain_) return p;  // kind/name
   const auto slash = p.rfind('/');
   return slash == std::string_view::npos ? p : p.substr(slash + 1);
 }
@@ -764,8 +765,8 @@ void actor_cell::finish_stop() noexcept {
   system_->on_actor_dead([this] { life_.store(life_state::dead, std::memory_order_release); });
 }
 
-error actor_cell::start() {
-  if (!system_->registry_.insert(this)) {
+error actor_cell::start(bool register_name) {
+  if (register_name && !system_->registry_.insert(this)) {
     life_.store(life_state::dead, std::memory_order_release);
     return error(errc::actor_already_exists, std::string(path()));
   }

@@ -155,6 +155,11 @@ result<void> actor_system::stop() {
       problems.push_back(std::move(problem));
     }
   }
+  if (state == detail::run_state::running) {
+    // 1b. Grains handle what is in their mailboxes and deactivate (actors still running).
+    if (auto* g = core_->grains_.load(std::memory_order_acquire))
+      g->before_actors_stop(deadline, problems, timed_out);
+  }
   core_->state_.store(detail::run_state::stopping, std::memory_order_seq_cst);
   if (state == detail::run_state::running) {
     // 2. Top-level actors get poison pills; each stops its children first, then itself, and

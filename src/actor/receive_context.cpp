@@ -372,7 +372,8 @@ error deliver(actor_cell* from, actor_cell* to, envelope* e) noexcept {
   return to->deliver(env);
 }
 
-result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeout) {
+result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeout,
+                    std::uint32_t extra_flags, bool deadline_travels) {
   auto* env = static_cast<receive_context*>(e);
   context_access::receiver(*env) = to;
   error refusal;
@@ -389,8 +390,11 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   const std::int64_t deadline = now_ns() + timeout.count();
   context_access::reply(*env) = slot;
   context_access::reply_closed(*env) = false;
-  context_access::deadline(*env) = deadline;
-  context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
+  context_access::flags(*env) |= envelope::flag_ask | extra_flags;
+  if (deadline_travels) {
+    context_access::deadline(*env) = deadline;
+    context_access::flags(*env) |= envelope::flag_has_deadline;
+  }
   (void)to->deliver(env);  // a refusal completes the slot with its reason
   dispatcher& d = to->system()->dispatcher_;
   if (d.manual()) {
@@ -449,7 +453,7 @@ std::string_view cell_name(const actor_cell* c) noexcept { return c->name(); }
 std::string cell_path(const actor_cell* c) {
   std::string p = "akt://";
   p += c->system()->name_;
-  p += "/user/";
+  p += c->is_grain() ? "/grain/" : "/user/";
   p += c->path();
   return p;
 }

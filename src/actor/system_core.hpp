@@ -6,11 +6,14 @@
 // Thread safety: all members may be used from any thread unless noted.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "actor/name_registry.hpp"
 #include "actor/scheduler.hpp"
@@ -28,6 +31,19 @@
 namespace akt::detail {
 
 enum class run_state : std::uint8_t { created, running, stopping, stopped };
+
+error validate_actor_name(std::string_view name);
+
+// A layer built on the actor runtime (grains) that takes part in the system's stop: it runs
+// after the shutdown hooks and before actors get their poison pills, while the system still
+// accepts messages. It reports what did not finish in `problems` and sets timed_out when the
+// deadline cut it short.
+class system_extension {
+ public:
+  virtual ~system_extension() = default;
+  virtual void before_actors_stop(std::chrono::steady_clock::time_point deadline,
+                                  std::vector<std::string>& problems, bool& timed_out) = 0;
+};
 
 // The process-wide envelope pool (reference: goakt-context-pools.md). Created on first use and
 // never destroyed, so a late recycle during static destruction is still safe. The hot path
@@ -106,6 +122,12 @@ class system_core {
   std::mutex hooks_mutex_;
   std::vector<shutdown_hook> hooks_;  // guarded by hooks_mutex_
 
+  // The grain layer, created on first use (see grain_layer.cpp). Writer: the first grain call,
+  // under extension_mutex_ (release); readers: grain calls and stop (acquire). Destroyed with
+  // the core.
+  std::mutex extension_mutex_;
+  std::atomic<system_extension*> grains_{nullptr};
+
   void log(log_level level, std::string_view component, std::string_view text) const {
     if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
   }
@@ -129,7 +151,7 @@ class system_core {
   std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
 
  private:
-  ~system_core() = default;
+  ~system_core() { delete grains_.load(std::memory_order_acquire); }
   std::atomic<std::uint32_t> refs_{1};
   std::mutex death_mutex_;
   std::condition_variable death_cv_;

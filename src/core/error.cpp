@@ -52,6 +52,8 @@ std::string_view to_string(errc code) noexcept {
       return "request_canceled";
     case errc::retry_limit_exceeded:
       return "retry_limit_exceeded";
+    case errc::grain_kind_unknown:
+      return "grain_kind_unknown";
   }
   return "unknown";
 }

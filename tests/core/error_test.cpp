@@ -48,6 +48,7 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::schedule_not_found, "schedule_not_found"},
       {errc::request_canceled, "request_canceled"},
       {errc::retry_limit_exceeded, "retry_limit_exceeded"},
+      {errc::grain_kind_unknown, "grain_kind_unknown"},
   };
   return codes;
 }

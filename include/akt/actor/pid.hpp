@@ -34,7 +34,11 @@ void release(actor_cell* c) noexcept;
 envelope* acquire_envelope(actor_cell* to);
 // Enqueues and schedules; on refusal publishes a dead letter. `from` may be null (no sender).
 error deliver(actor_cell* from, actor_cell* to, envelope* env) noexcept;
-result<message> ask(actor_cell* to, envelope* env, std::chrono::nanoseconds timeout);
+// Blocking ask. With deadline_travels false the caller still waits at most `timeout`, but the
+// message carries no deadline (a grain's acknowledged tell: handled even after its caller gave
+// up). extra_flags are or-ed into the envelope's flags.
+result<message> ask(actor_cell* to, envelope* env, std::chrono::nanoseconds timeout,
+                    std::uint32_t extra_flags = 0, bool deadline_travels = true);
 std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& msgs,
                                        std::chrono::nanoseconds timeout);
 std::string_view cell_name(const actor_cell* c) noexcept;

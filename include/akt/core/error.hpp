@@ -36,6 +36,7 @@ enum class errc : std::uint8_t {
   schedule_not_found,    // no active schedule has that reference
   request_canceled,      // an asynchronous request was cancelled before its reply
   retry_limit_exceeded,  // a supervised actor failed more often than its retry limit allows
+  grain_kind_unknown,    // no grain kind of that name is registered on this system
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).

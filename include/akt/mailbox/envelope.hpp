@@ -29,6 +29,7 @@ class envelope : public mpsc_node {
     flag_remote_origin = 1u << 0,  // arrived over remoting: a bounded mailbox must not block it
     flag_has_deadline = 1u << 1,   // an ask with a deadline (the deadline lives further out)
     flag_ask = 1u << 2,            // built by an ask: replies go to its reply slot, never by tell
+    flag_grain_ack = 1u << 3,      // a grain's acknowledged tell (an ask answered by no_err/err)
   };
 
   const akt::message& payload() const noexcept { return msg_; }

@@ -87,8 +87,16 @@ class actor_cell : public schedulable {
   }
   std::uint32_t restarts() const noexcept;
 
-  // Spawn: registers the actor, runs pre_start and opens it for messages; on failure stops it.
-  error start();
+  // Spawn: registers the actor (unless register_name is false: grain activations live in the
+  // grain directory instead), runs pre_start and opens it for messages; on failure stops it.
+  error start(bool register_name = true);
+
+  // A grain activation: its name is the grain identity (kind/name) and its path
+  // akt://<system>/grain/<identity>. Set once, before start.
+  void mark_grain() noexcept { grain_ = true; }
+  bool is_grain() const noexcept { return grain_; }
+  // Turn owner: true when no user message waits (exact for the default mailbox).
+  bool user_backlog_empty() const noexcept { return user_empty(custom_.get()); }
 
   // ---- turn-owner API (called from receive_context while this actor's handler runs) ----
   cell_extras& extras();
@@ -184,6 +192,7 @@ class actor_cell : public schedulable {
   const std::unique_ptr<mailbox> custom_;  // 32: a user-chosen mailbox, or null
   const std::uint16_t home_shard_;         // 40: envelope pool shard of messages to this actor
   std::atomic<life_state> life_{life_state::starting};  // 42
+  bool grain_ = false;                                  // 43: cold, set before start
   // -- cold, or written once per turn --
   std::uint32_t name_hash_;    // 44: of path_, set once in the constructor
   const compact_string path_;  // 48: "parent/child" below the user guardian
