@@ -40,15 +40,7 @@ error check_spawn(system_core* core, actor_cell* parent, std::string_view name) 
   if (parent != nullptr && parent->life() >= life_state::stopping) {
     return error(errc::dead, "the parent is stopping");
   }
-  switch (core->state()) {
-    case run_state::created:
-      return errc::system_not_started;
-    case run_state::stopping:
-    case run_state::stopped:
-      return errc::system_shutting_down;
-    case run_state::running:
-      break;
-  }
+  if (error e = core->refusal()) return e;
   return validate_actor_name(name);
 }
 

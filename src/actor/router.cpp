@@ -319,8 +319,7 @@ bool router_actor::can_fan_out(receive_context& ctx, bool have_routees, std::str
     return false;
   }
   if (!ctx.message().copyable()) {
-    refuse(ctx, error(errc::invalid_argument, std::string(who) +
-                                                  " needs a copyable message, not " +
+    refuse(ctx, error(errc::invalid_argument, std::string(who) + " needs a copyable message, not " +
                                                   std::string(ctx.message().type_name())));
     return false;
   }

@@ -79,6 +79,20 @@ class system_core {
 
   run_state state() const noexcept { return state_.load(std::memory_order_acquire); }
   bool accepting() const noexcept { return state() == run_state::running; }
+  // Why new work (a spawn, an activation) is refused now: system_not_started or
+  // system_shutting_down; ok while running.
+  error refusal() const noexcept {
+    switch (state()) {
+      case run_state::created:
+        return errc::system_not_started;
+      case run_state::stopping:
+      case run_state::stopped:
+        return errc::system_shutting_down;
+      case run_state::running:
+        break;
+    }
+    return {};
+  }
 
   // Publishes env's payload as a dead letter and completes an ask it carries with `reason`.
   // The envelope stays the caller's (its mailbox, or the caller recycles it).

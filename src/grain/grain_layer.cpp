@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +32,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "actor/name_registry.hpp"
@@ -257,7 +257,7 @@ class grain_layer final : public system_extension {
 
  private:
   struct entry {
-    actor_cell* cell;                      // a reference held by the directory
+    actor_cell* cell;                       // a reference held by the directory
     std::shared_ptr<activation_gate> gate;  // set while the activation runs
   };
   struct alignas(64) shard {
@@ -267,15 +267,7 @@ class grain_layer final : public system_extension {
   };
 
   error refuse_now() const {
-    switch (core_->state()) {
-      case run_state::created:
-        return errc::system_not_started;
-      case run_state::stopping:
-      case run_state::stopped:
-        return errc::system_shutting_down;
-      case run_state::running:
-        break;
-    }
+    if (error e = core_->refusal()) return e;
     if (closing_.load(std::memory_order_acquire)) return errc::system_shutting_down;
     return {};
   }
@@ -325,8 +317,7 @@ class grain_layer final : public system_extension {
 namespace {
 
 grain_layer& layer_of(system_core* core) {
-  if (auto* g = core->grains_.load(std::memory_order_acquire))
-    return *static_cast<grain_layer*>(g);
+  if (auto* g = core->grains_.load(std::memory_order_acquire)) return *static_cast<grain_layer*>(g);
   std::lock_guard<std::mutex> lock(core->extension_mutex_);
   auto* g = core->grains_.load(std::memory_order_relaxed);
   if (g == nullptr) {
@@ -363,7 +354,7 @@ result<pid> grain_layer::activate(std::unique_lock<std::mutex>& lock, shard& s,
   pid self = pid::share(cell);
 
   lock.unlock();  // on_activate is user code: never under the directory lock
-  error own;  // on_activate's own error, reported by pre_start
+  error own;      // on_activate's own error, reported by pre_start
   grain_host_access::activation_error(host) = &own;
   error started = cell->start(false);
   if (started) {
@@ -376,10 +367,7 @@ result<pid> grain_layer::activate(std::unique_lock<std::mutex>& lock, shard& s,
   if (own) {
     s.map.erase(cell->path());
     cell->release();
-    gate->result = own;
-    if (core_->events_->has_subscribers<grain_activation_failed>()) {
-      core_->events_->publish(grain_activation_failed{identity_of(kind, cell), own});
-    }
+    gate->result = own;  // pre_start published grain_activation_failed
   } else {
     s.map[cell->path()].gate.reset();
     count_activation();
@@ -401,17 +389,25 @@ result<pid> grain_layer::activate(std::unique_lock<std::mutex>& lock, shard& s,
 
 namespace {
 
-// Builds the instance and runs on_activate: up to `attempts` tries within the timeout.
-error activate_instance(actor_system& sys, const grain_identity& id,
-                        const grain_settings& settings, const std::function<grain*()>& build,
-                        const std::function<void()>& drop) {
+void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
+  if (after <= std::chrono::nanoseconds::zero()) return;
+  pid self = pid::share(cell);
+  (void)cell->system()->timers_.schedule_after(after,
+                                               [self] { (void)self.tell(grain_idle_check{}); });
+}
+
+}  // namespace
+
+error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
+  const grain_identity id = identity_of(kind_, cell);
+  const grain_settings& settings = *settings_;
   const auto deadline = std::chrono::steady_clock::now() + settings.activation_timeout;
   error last;
   for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
     if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) break;
     grain* g = nullptr;
     try {
-      g = build();
+      g = build_instance();
     } catch (...) {
       last = caught("the grain's constructor");
       continue;
@@ -428,99 +424,72 @@ error activate_instance(actor_system& sys, const grain_identity& id,
         (void)g->on_deactivate(props);
       } catch (...) {
       }
-      last = error(errc::request_timeout, "activation of " + id.str() + " took longer than " +
-                                              std::to_string(settings.activation_timeout.count() /
-                                                             1'000'000) +
-                                              " ms");
+      last = error(errc::request_timeout,
+                   "activation of " + id.str() + " took longer than " +
+                       std::to_string(settings.activation_timeout.count() / 1'000'000) + " ms");
     }
-    if (!last) return {};
-    drop();
+    if (!last) break;
+    drop_instance();
   }
-  return last;
-}
-
-}  // namespace
-
-namespace {
-
-void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
-  if (after <= std::chrono::nanoseconds::zero()) return;
-  pid self = pid::share(cell);
-  (void)cell->system()->timers_.schedule_after(after, [self] { (void)self.tell(grain_idle_check{}); });
-}
-
-}  // namespace
-
-error grain_host_base::pre_start(actor_context& ctx) {
-  const grain_identity id = identity_of(kind_, ctx.self().cell());
-  error e = activate_instance(
-      ctx.system(), id, *settings_, [this] { return build_instance(); },
-      [this] { drop_instance(); });
-  if (e) {
-    if (activation_error_ != nullptr) *activation_error_ = e;
-    return e;
+  auto& events = sys.events();
+  if (last) {
+    if (events.has_subscribers<grain_activation_failed>())
+      events.publish(grain_activation_failed{id, last});
+    return last;
   }
   deactivated_ = false;
   handled_at_arm_ = handled_;
-  arm_idle_timer(ctx.self().cell(), settings_->deactivate_after);
-  auto& events = ctx.system().events();
+  arm_idle_timer(cell, settings.deactivate_after);
   if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
   return {};
+}
+
+error grain_host_base::pre_start(actor_context& ctx) {
+  error e = activate(ctx.system(), ctx.self().cell());
+  if (e && activation_error_ != nullptr) *activation_error_ = e;
+  return e;
+}
+
+error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_stop) {
+  error e;
+  if (instance() != nullptr && !deactivated_) {
+    const grain_identity id = identity_of(kind_, cell);
+    grain_props props(id, sys, *settings_, std::chrono::steady_clock::time_point::max());
+    try {
+      e = instance()->on_deactivate(props);
+    } catch (...) {
+      e = caught("on_deactivate");
+    }
+    deactivated_ = true;
+    if (e) {
+      if (for_stop) layer_of(sys).report_deactivation_failure(id.str() + ": " + e.message());
+      cell->system()->log(log_level::warning, id.str(), "on_deactivate: " + e.message());
+    }
+    auto& events = sys.events();
+    if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
+  }
+  drop_instance();
+  return e;
 }
 
 void grain_host_base::post_stop(actor_context& ctx) {
   // Normally the instance is gone by now (deactivated). It is still here when the cell was
   // stopped some other way; deactivate it then, unless the shutdown abandoned it.
   grain_layer& layer = layer_of(ctx.system());
-  if (instance() != nullptr && !deactivated_ && !layer.abandoned()) {
-    const grain_identity id = identity_of(kind_, ctx.self().cell());
-    grain_props props(id, ctx.system(), *settings_, std::chrono::steady_clock::time_point::max());
-    error e;
-    try {
-      e = instance()->on_deactivate(props);
-    } catch (...) {
-      e = caught("on_deactivate");
-    }
-    if (e) layer.report_deactivation_failure(id.str() + ": " + e.message());
-  }
+  if (!layer.abandoned()) (void)deactivate(ctx.system(), ctx.self().cell(), true);
   drop_instance();
   (void)layer.leave(ctx.self().cell(), false);
 }
-
 
 void grain_host_base::receive(receive_context& ctx) {
   actor_cell* const cell = context_access::receiver(ctx);
   grain_layer& layer = layer_of(cell->system());
 
-  // Runs on_deactivate for the current instance; reports its failure; returns it.
-  auto deactivate = [&](bool at_shutdown) -> error {
-    const grain_identity id = identity_of(kind_, cell);
-    error e;
-    if (instance() != nullptr && !deactivated_) {
-      grain_props props(id, ctx.system(), *settings_, std::chrono::steady_clock::time_point::max());
-      try {
-        e = instance()->on_deactivate(props);
-      } catch (...) {
-        e = caught("on_deactivate");
-      }
-      deactivated_ = true;
-      if (e && at_shutdown) layer.report_deactivation_failure(id.str() + ": " + e.message());
-      if (e) cell->system()->log(log_level::warning, id.str(), "on_deactivate: " + e.message());
-      auto& events = ctx.system().events();
-      if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
-    }
+  if (ctx.is<grain_shutdown_marker>()) {
+    if (!layer.abandoned()) (void)deactivate(ctx.system(), cell, true);
     drop_instance();
-    return e;
-  };
-  // Leaves the directory and stops the cell (its mailbox is empty).
-  auto close = [&] {
     (void)layer.leave(cell, false);
     ctx.stop_self();
-  };
-
-  if (ctx.is<grain_shutdown_marker>()) {
-    if (!layer.abandoned()) (void)deactivate(true);
-    close();
     return;
   }
   if (ctx.is<grain_idle_check>()) {
@@ -530,29 +499,17 @@ void grain_host_base::receive(receive_context& ctx) {
       arm_idle_timer(cell, settings_->deactivate_after);
       return;
     }
-    (void)deactivate(false);
+    (void)deactivate(ctx.system(), cell, false);
     if (layer.leave(cell, true)) {
       ctx.stop_self();
       return;
     }
-    // Messages arrived during on_deactivate: a fresh instance, in place, handles them.
-    const grain_identity id = identity_of(kind_, cell);
-    error e = activate_instance(
-        ctx.system(), id, *settings_, [this] { return build_instance(); },
-        [this] { drop_instance(); });
-    if (e) {
+    // Messages arrived during on_deactivate: a fresh instance, in place, handles them (or, if
+    // it cannot be activated, answers each with the activation's error).
+    if (error e = activate(ctx.system(), cell))
       failing_ = e;
-      auto& events = ctx.system().events();
-      if (events.has_subscribers<grain_activation_failed>())
-        events.publish(grain_activation_failed{id, e});
-      return;
-    }
-    deactivated_ = false;
-    layer.count_activation();
-    auto& events = ctx.system().events();
-    if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
-    handled_at_arm_ = handled_;
-    arm_idle_timer(cell, settings_->deactivate_after);
+    else
+      layer.count_activation();
     return;
   }
 
@@ -630,8 +587,7 @@ error grain_context::tell_grain_message(const grain_identity& to, akt::message m
 namespace detail {
 
 result<const grain_kind*> register_kind(actor_system& sys, std::string_view name,
-                                        grain_cell_factory factory,
-                                        const grain_options* defaults) {
+                                        grain_cell_factory factory, const grain_options* defaults) {
   return layer_of(sys).register_kind(name, factory, defaults);
 }
 
@@ -655,8 +611,8 @@ result<pid> reach(grain_layer& layer, const grain_identity& id) {
     auto& q = grain_host_access::queued(host);
     if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
       q.fetch_sub(1, std::memory_order_acq_rel);
-      return error(errc::mailbox_full, id.str() + " has " + std::to_string(cap) +
-                                           " messages waiting");
+      return error(errc::mailbox_full,
+                   id.str() + " has " + std::to_string(cap) + " messages waiting");
     }
   }
   return p;
@@ -664,32 +620,12 @@ result<pid> reach(grain_layer& layer, const grain_identity& id) {
 
 }  // namespace
 
-result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
-                                  std::chrono::nanoseconds timeout) {
-  grain_layer& layer = layer_of(sys);
-  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
-  if (on_worker_thread()) return errc::blocking_on_worker;
-  auto p = reach(layer, id);
-  if (!p) {
-    if (p.error().code() == errc::mailbox_full)
-      sys.core()->dead_letter(std::move(msg), pid(), pid(), p.error());
-    return p.error();
-  }
-  envelope* env = acquire_envelope(p->cell());
-  fill(env, std::move(msg));
-  // A refused message keeps its reservation: refusals come only from a closing activation,
-  // whose counter goes with it.
-  return ask(p->cell(), env, timeout);
-}
-
-error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
-                         const grain_tell_options& opts, actor_cell* sender) {
-  grain_layer& layer = layer_of(sys);
-  if (!opts.one_way) {
-    if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
-    if (on_worker_thread()) return errc::blocking_on_worker;
-  }
-  auto p = reach(layer, id);
+// The activation for id and an envelope to it holding msg; a message refused for a full
+// mailbox is published as a dead letter. A message refused later (at delivery) keeps its
+// reservation: such refusals come only from a closing activation, whose counter goes with it.
+static result<std::pair<pid, envelope*>> address(actor_system& sys, const grain_identity& id,
+                                                 message msg, actor_cell* sender) {
+  auto p = reach(layer_of(sys), id);
   if (!p) {
     if (p.error().code() == errc::mailbox_full)
       sys.core()->dead_letter(std::move(msg), pid::share(sender), pid(), p.error());
@@ -697,10 +633,30 @@ error tell_grain_message(actor_system& sys, const grain_identity& id, message ms
   }
   envelope* env = acquire_envelope(p->cell());
   fill(env, std::move(msg));
-  if (opts.one_way) return deliver(sender, p->cell(), env);
-  result<message> r = ask(p->cell(), env, opts.timeout, envelope::flag_grain_ack, false);
-  if (r) return {};
-  return r.error();
+  return std::make_pair(std::move(*p), env);
+}
+
+result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                                  std::chrono::nanoseconds timeout) {
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (on_worker_thread()) return errc::blocking_on_worker;
+  auto a = address(sys, id, std::move(msg), nullptr);
+  if (!a) return a.error();
+  return ask(a->first.cell(), a->second, timeout);
+}
+
+error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                         const grain_tell_options& opts, actor_cell* sender) {
+  if (!opts.one_way) {
+    if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+    if (on_worker_thread()) return errc::blocking_on_worker;
+  }
+  auto a = address(sys, id, std::move(msg), sender);
+  if (!a) return a.error();
+  actor_cell* to = a->first.cell();
+  if (opts.one_way) return deliver(sender, to, a->second);
+  result<message> r = ask(to, a->second, opts.timeout, envelope::flag_grain_ack, false);
+  return r ? error() : r.error();
 }
 
 }  // namespace detail

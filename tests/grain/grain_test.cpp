@@ -35,15 +35,15 @@ struct probe {
   std::atomic<int> activations{0};
   std::atomic<int> deactivations{0};
   std::atomic<int> in_receive{0};
-  std::atomic<int> overlaps{0};            // on_receive entered while another ran
+  std::atomic<int> overlaps{0};  // on_receive entered while another ran
   std::atomic<int> deactivate_in_receive{0};
-  std::atomic<int> fail_activations{0};    // this many on_activate calls fail first
+  std::atomic<int> fail_activations{0};  // this many on_activate calls fail first
   std::atomic<bool> throw_on_activate{false};
   std::atomic<bool> fail_deactivate{false};
-  std::atomic<bool> release{false};        // hold{} waits for it
+  std::atomic<bool> release{false};  // hold{} waits for it
   std::atomic<int> holding{0};
   std::mutex mutex;
-  std::vector<long> seen;                  // values of add{}, in handling order
+  std::vector<long> seen;  // values of add{}, in handling order
 };
 
 struct add {
@@ -697,8 +697,7 @@ TEST(Grain_Shutdown, AFullBoundedMailboxIsStillDrainedAndDeactivated) {
   const auto id = f.id("full");
   std::thread holder([&] { (void)akt::tell_grain(f.sys, id, hold{}, {.timeout = 10s}); });
   ASSERT_TRUE(eventually([&] { return f.p->holding.load() == 1; }));
-  for (long i = 0; i < 3; ++i)
-    ASSERT_FALSE(akt::tell_grain(f.sys, id, add{i}, {.one_way = true}));
+  for (long i = 0; i < 3; ++i) ASSERT_FALSE(akt::tell_grain(f.sys, id, add{i}, {.one_way = true}));
   ASSERT_EQ(akt::tell_grain(f.sys, id, add{9}, {.one_way = true}).code(), errc::mailbox_full);
   std::thread stopper([&] { EXPECT_TRUE(f.sys.stop()); });
   std::this_thread::sleep_for(20ms);
@@ -715,8 +714,7 @@ TEST(Grain_Shutdown, NoActivationAfterShutdownBegan) {
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), add{1}));
   ASSERT_TRUE(f.sys.stop());
   EXPECT_EQ(akt::tell_grain(f.sys, f.id("b"), add{1}).code(), errc::system_shutting_down);
-  EXPECT_EQ(akt::ask_grain(f.sys, f.id("a"), get{}, 1s).error().code(),
-            errc::system_shutting_down);
+  EXPECT_EQ(akt::ask_grain(f.sys, f.id("a"), get{}, 1s).error().code(), errc::system_shutting_down);
   EXPECT_EQ(akt::grain_of<counter>(f.sys, "c").error().code(), errc::system_shutting_down);
   EXPECT_EQ(f.p->activations.load(), 1);
 }

@@ -69,13 +69,10 @@ class grain_context {
   // ---- answering ----
   template <class T>
   void response(T&& value) {
+    if (acknowledged_) return no_err();
     if (answered_) return;
     answered_ = true;
-    if (acknowledged_) {
-      env_.respond_message(akt::message());
-    } else if (env_.expects_reply()) {
-      env_.respond(std::forward<T>(value));
-    }
+    if (env_.expects_reply()) env_.respond(std::forward<T>(value));
   }
   void no_err();
   void err(error e);

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +50,13 @@ class grain_host_base : public actor {
 
  private:
   friend struct grain_host_access;
+  // Builds the instance and runs on_activate (its attempts, within the activation timeout);
+  // on success arms the idle timer. Publishes grain_activated or grain_activation_failed.
+  error activate(actor_system& sys, actor_cell* cell);
+  // Runs on_deactivate for the current instance (once) and drops it; publishes
+  // grain_deactivated. for_stop: a failure is also named in actor_system::stop's error.
+  error deactivate(actor_system& sys, actor_cell* cell, bool for_stop);
+
   const grain_kind* kind_;
   // The activation's settled options. Written by the layer before start, then read-only.
   std::shared_ptr<const grain_settings> settings_;
@@ -97,8 +104,7 @@ actor_cell* make_grain_cell(system_core* core, std::string_view identity, const 
 
 // Registers (or finds) kind `name`; with defaults, they become the kind's declared options.
 result<const grain_kind*> register_kind(actor_system& sys, std::string_view name,
-                                        grain_cell_factory factory,
-                                        const grain_options* defaults);
+                                        grain_cell_factory factory, const grain_options* defaults);
 result<grain_identity> resolve_grain(actor_system& sys, const grain_kind* kind,
                                      std::string_view name, const grain_options& per_call);
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,

@@ -12,7 +12,8 @@
 //   them only through system messages.
 // - life_: starting -> alive -> stopping -> dead, written by the turn owner (or the spawner
 //   before the first turn), read by producers (acquire) to refuse messages to stopped actors.
-// - Memory: this header (128 bytes) plus sizeof(T) (and its constructor arguments, kept for restarts); the
+// - Memory: this header (128 bytes) plus sizeof(T) (and its constructor arguments, kept for
+// restarts); the
 //   default mailbox and the system queue are embedded and allocate nothing while empty.
 //   Everything only some actors use (children, watchers, stash, behaviours, requests,
 //   supervision state) lives in a block allocated on first use.
@@ -112,8 +113,8 @@ class actor_cell : public schedulable {
   void destroy() noexcept override;
   // `a` lives inside this cell's block (actor_cell_for's storage); null when it was destroyed.
   void set_instance(actor* a) noexcept {
-    std::uintptr_t w = turn_word_.load(std::memory_order_relaxed) &
-                       ~(k_has_instance | k_instance_elsewhere);
+    std::uintptr_t w =
+        turn_word_.load(std::memory_order_relaxed) & ~(k_has_instance | k_instance_elsewhere);
     if (a != nullptr) {
       w |= k_has_instance;
       if (reinterpret_cast<std::uintptr_t>(a) !=
@@ -171,9 +172,9 @@ class actor_cell : public schedulable {
   }
 
   // turn_word_: the extras pointer (16-byte aligned) with the turn owner's flags in its low bits.
-  static constexpr std::uintptr_t k_mode_mask = 3;            // turn_mode
-  static constexpr std::uintptr_t k_has_instance = 4;         // the actor object exists
-  static constexpr std::uintptr_t k_instance_elsewhere = 8;   // see locate_instance
+  static constexpr std::uintptr_t k_mode_mask = 3;           // turn_mode
+  static constexpr std::uintptr_t k_has_instance = 4;        // the actor object exists
+  static constexpr std::uintptr_t k_instance_elsewhere = 8;  // see locate_instance
   static constexpr std::uintptr_t k_tag_mask = 15;
 
   // Layout (offsets on a 64-bit target; 128 bytes in all, checked in actor_cell.cpp). Cells are
