@@ -78,7 +78,8 @@ cell_extras::~cell_extras() {
 static_assert(sizeof(void*) != 8 || sizeof(schedulable) == 16);
 static_assert(sizeof(void*) != 8 || sizeof(system_queue) == 16);
 static_assert(sizeof(void*) != 8 || sizeof(actor_cell) == actor_cell::instance_offset);
-static_assert(pool_limits::max_shards <= 65536, "home_shard_ is 16 bits");
+static_assert(((pool_limits::max_shards - 1) | k_grain_pool_tag) <= 0xffff,
+              "home_shard_ is 16 bits and carries the grain pool's tag");
 static_assert(alignof(cell_extras) >= 16, "turn_word_ keeps four flags in the extras pointer");
 
 actor_cell::actor_cell(system_core* core, actor_cell* parent, std::string_view name,
@@ -112,6 +113,15 @@ actor_cell::~actor_cell() {
 }
 
 void actor_cell::destroy() noexcept { delete this; }
+
+void actor_cell::mark_grain() noexcept {
+  // Before start no producer can reach the cell, and nothing was taken from the actor pool for
+  // it yet (its first sentinel is inbox_stub_): re-stamping moves all its traffic to the grain
+  // pool. The shard the constructor drew from the actor pool's round robin is left unused.
+  AKT_ASSERT(!grain_ && life() == life_state::starting && inbox_tail_ == &inbox_stub_);
+  grain_ = true;
+  home_shard_ = static_cast<std::uint16_t>(grain_envelope_pool().next_home_shard());
+}
 
 std::string_view actor_cell::name() const noexcept {
   const std::string_view p = path_;
@@ -154,6 +164,16 @@ error actor_cell::deliver(receive_context* env) noexcept {
     return {};
   }
   return deliver_slow(env);
+}
+
+bool actor_cell::deliver_if_open(receive_context* env) noexcept {
+  if (custom_ != nullptr || env->message().is<poison_pill>() || !system_->accepting() ||
+      life() >= life_state::stopping)
+    return false;
+  context_access::receiver(*env) = this;
+  mpsc::push(inbox_head_, env);
+  if (try_schedule(observe())) system_->dispatcher_.schedule(this);
+  return true;
 }
 
 error actor_cell::deliver_slow(receive_context* env) noexcept {
@@ -226,6 +246,13 @@ receive_context* actor_cell::dequeue_user(mailbox* custom) noexcept {
   if (custom != nullptr) return static_cast<receive_context*>(custom->dequeue());
   mpsc_node* retired = nullptr;
   mpsc_node* n = mpsc::pop(inbox_tail_, &inbox_stub_, retired);
+  if (n == &inbox_stub_) {
+    // A grain's sentinel given back at the end of a turn (see run_turn): the stub is the
+    // sentinel again; skip it.
+    if (retired != nullptr) recycle(static_cast<envelope*>(retired));
+    retired = nullptr;
+    n = mpsc::pop(inbox_tail_, &inbox_stub_, retired);  // retired stays null: tail is the stub
+  }
   if (n != nullptr) {
     // In a backlog the next envelope is a cache miss (written long ago on the sender's core,
     // or evicted): start loading it while this one is processed.
@@ -289,6 +316,14 @@ bool actor_cell::run_turn(unsigned budget) {
         // A push is mid-link: poll briefly, then let other actors run and come back.
         if (++pending_polls > k_pending_link_polls) break;
         cpu_relax();
+        continue;
+      }
+      if (from_mailbox && grain_ && custom == nullptr && inbox_tail_ != &inbox_stub_) {
+        // A drained grain gives its last envelope back to the pool instead of keeping it as the
+        // sentinel until its next message, so an idle grain holds no envelope: the stub goes
+        // through the queue like a message (only into an empty queue, so never twice) and
+        // dequeue_user recycles the envelope when it reaches it.
+        mpsc::push(inbox_head_, &inbox_stub_);
         continue;
       }
       sysq_.flush();
@@ -576,8 +611,8 @@ void actor_cell::drop_requests() noexcept {
 void actor_cell::complete_restart() noexcept {
   cell_extras& x = extras();
   x.restart_times.push_back(now_ns());
-  if (instance() != nullptr && system_->owner_ != nullptr) {
-    actor_context ctx(*system_->owner_, pid::share(this));
+  if (actor_system* owner = system_->owner(); instance() != nullptr && owner != nullptr) {
+    actor_context ctx(*owner, pid::share(this));
     try {
       instance()->post_stop(ctx);
     } catch (...) {
@@ -599,8 +634,8 @@ void actor_cell::complete_restart() noexcept {
   } catch (...) {
     failure = error(errc::init_failure, "constructor threw");
   }
-  if (!failure && system_->owner_ != nullptr) {
-    actor_context ctx(*system_->owner_, pid::share(this));
+  if (actor_system* owner = system_->owner(); !failure && owner != nullptr) {
+    actor_context ctx(*owner, pid::share(this));
     try {
       failure = instance()->pre_start(ctx);
     } catch (const std::exception& e) {
@@ -718,8 +753,8 @@ void actor_cell::drain_to_dead_letters() noexcept {
 }
 
 void actor_cell::finish_stop() noexcept {
-  if (instance() != nullptr && system_->owner_ != nullptr) {
-    actor_context ctx(*system_->owner_, pid::share(this));
+  if (actor_system* owner = system_->owner(); instance() != nullptr && owner != nullptr) {
+    actor_context ctx(*owner, pid::share(this));
     try {
       instance()->post_stop(ctx);
     } catch (const std::exception& e) {
@@ -771,8 +806,8 @@ error actor_cell::start(bool register_name) {
     return error(errc::actor_already_exists, std::string(path()));
   }
   error failure;
-  if (system_->owner_ != nullptr) {
-    actor_context ctx(*system_->owner_, pid::share(this));
+  if (actor_system* owner = system_->owner(); owner != nullptr) {
+    actor_context ctx(*owner, pid::share(this));
     try {
       failure = instance()->pre_start(ctx);
       if (failure && failure.code() != errc::init_failure) {

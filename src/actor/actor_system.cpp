@@ -57,7 +57,7 @@ actor_system::actor_system(std::string name, system_config config)
 
 actor_system::~actor_system() {
   (void)stop();
-  core_->owner_ = nullptr;
+  core_->owner_.store(nullptr, std::memory_order_release);
   core_->release();
 }
 

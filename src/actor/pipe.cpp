@@ -1,10 +1,12 @@
-// pipe_to: a task on the blocking pool whose result is delivered to an actor as a message.
+// pipe_to: a task on the blocking pool whose result is delivered to an actor (or through a
+// sink: grains) as a message.
 
 #include <atomic>
 #include <memory>
 
 #include "actor/system_core.hpp"
 #include "akt/actor/detail/actor_cell.hpp"
+#include "akt/actor/detail/pipe.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/core/thread.hpp"
 
@@ -14,18 +16,24 @@ namespace {
 
 // Shared by the task and its timeout: whichever finishes first delivers; the other yields.
 struct piped {
-  piped(system_core* c, actor_cell* f, pid t) : core(c), from(pid::share(f)), to(std::move(t)) {
+  piped(system_core* c, actor_cell* f, pid t, pipe_sink s)
+      : core(c), from(pid::share(f)), to(std::move(t)), sink(std::move(s)) {
     core->add_ref();
   }
   ~piped() { core->release(); }
   system_core* core;
   pid from;
-  pid to;
+  pid to;                         // the target actor (empty with a sink)
+  pipe_sink sink;                 // delivers instead of `to` when set
   std::atomic<bool> done{false};  // writers: the task, the timeout (exchange, acq_rel)
   timer_service::handle timer;    // written before the task is submitted
 };
 
 void deliver(const piped& p, message msg) {
+  if (p.sink) {
+    p.sink(std::move(msg));
+    return;
+  }
   envelope* env = acquire_envelope(p.to.cell());
   env->payload() = std::move(msg);
   (void)detail::deliver(p.from.cell(), p.to.cell(), env);
@@ -36,8 +44,13 @@ void deliver(const piped& p, message msg) {
 error pipe(system_core* core, actor_cell* from, const pid& to, piped_task task,
            std::chrono::nanoseconds timeout) {
   if (!to) return errc::empty_pid;
+  return pipe_through(core, from, to, nullptr, std::move(task), timeout);
+}
+
+error pipe_through(system_core* core, actor_cell* from, const pid& to, pipe_sink sink,
+                   piped_task task, std::chrono::nanoseconds timeout) {
   if (!task) return error(errc::invalid_argument, "pipe_to without a task");
-  auto state = std::make_shared<piped>(core, from, to);
+  auto state = std::make_shared<piped>(core, from, to, std::move(sink));
   if (timeout > std::chrono::nanoseconds::zero()) {
     state->timer = core->timers_.schedule_after(timeout, [state] {
       never_block = true;  // the timer thread: never blocks on a full bounded mailbox

@@ -64,7 +64,7 @@ std::optional<std::chrono::steady_clock::time_point> receive_context::deadline()
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns_));
 }
 
-actor_system& receive_context::system() const noexcept { return *receiver_->system()->owner_; }
+actor_system& receive_context::system() const noexcept { return *receiver_->system()->owner(); }
 
 void receive_context::respond_message(akt::message value) {
   detail::system_core* sys = receiver_->system();
@@ -353,7 +353,8 @@ bool request_handle::cancel() {
 void recycle(envelope* e) noexcept {
   auto* ctx = static_cast<receive_context*>(e);
   ctx->reset();
-  detail::envelope_pool().put(ctx);
+  // The home shard's tag picks the pool: a grain envelope never lands in the actor pool.
+  detail::envelope_pool_of(ctx->home_shard()).put(ctx);
 }
 
 namespace detail {
@@ -361,7 +362,10 @@ namespace detail {
 void add_ref(actor_cell* c) noexcept { c->add_ref(); }
 void release(actor_cell* c) noexcept { c->release(); }
 
-envelope* acquire_envelope(actor_cell* to) { return envelope_pool().get(to->home_shard()); }
+envelope* acquire_envelope(actor_cell* to) {
+  const std::uint32_t home = to->home_shard();  // tagged for a grain: the grain pool
+  return envelope_pool_of(home).get(home);
+}
 
 error deliver(actor_cell* from, actor_cell* to, envelope* e) noexcept {
   auto* env = static_cast<receive_context*>(e);
@@ -379,14 +383,17 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   error refusal;
   if (timeout <= std::chrono::nanoseconds::zero())
     refusal = errc::invalid_timeout;
-  else if (on_worker_thread())
+  else if (!may_wait_for_reply())
     refusal = errc::blocking_on_worker;
   if (refusal) {
     to->system()->dead_letter(*env, refusal);
     recycle(env);
     return refusal;
   }
-  reply_slot* slot = thread_reply_slot();
+  // A grain's acknowledged tell takes its slot from the ack-slot pool, on its envelope's shard
+  // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
+  const bool pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
+  reply_slot* slot = pooled_slot ? acquire_ack_slot(env->home_shard()) : thread_reply_slot();
   const std::int64_t deadline = now_ns() + timeout.count();
   context_access::reply(*env) = slot;
   context_access::reply_closed(*env) = false;
@@ -405,7 +412,14 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   }
   bool abandoned = false;
   result<message> r = slot->await(deadline, abandoned);
-  if (!abandoned) return_thread_reply_slot(slot);
+  // An abandoned slot belongs to its completer (who deletes it): a late ack must never land in
+  // a slot that a later tell took from the pool.
+  if (!abandoned) {
+    if (pooled_slot)
+      return_ack_slot(slot);
+    else
+      return_thread_reply_slot(slot);
+  }
   return r;
 }
 
@@ -463,10 +477,10 @@ bool cell_alive(const actor_cell* c) noexcept { return c->life() == life_state::
 system_core* cell_system(const actor_cell* c) noexcept { return c->system(); }
 
 // A copy of src for a second queue (stash): same payload (moved), sender, receiver, reply route
-// and deadline, from src's home shard. The clone's late-reply guard starts cleared: a recycled
-// envelope may carry a tripped guard, and a clone skips the build that would clear it.
+// and deadline, from src's home shard in src's pool. The clone's late-reply guard starts cleared:
+// a recycled envelope may carry a tripped guard, and a clone skips the build that would clear it.
 receive_context* clone_for_stash(receive_context& src) {
-  auto* c = envelope_pool().get(src.home_shard());
+  auto* c = envelope_pool_of(src.home_shard()).get(src.home_shard());
   c->message() = std::move(src.message());
   if (actor_cell* s = context_access::sender(src)) {
     s->add_ref();

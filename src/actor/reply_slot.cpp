@@ -64,6 +64,12 @@ reply_slot* thread_reply_slot() {
   return new reply_slot();
 }
 
+sharded_pool<reply_slot>& ack_slot_pool() noexcept {
+  static auto* pool =
+      new sharded_pool<reply_slot>(pool_shard_count_for(std::thread::hardware_concurrency()));
+  return *pool;
+}
+
 void return_thread_reply_slot(reply_slot* s) noexcept {
   s->rearm();
   if (!t_slot)

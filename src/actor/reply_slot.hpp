@@ -11,6 +11,10 @@
 //   late reply could still land in it, and it never needs a reference count.
 // - The asker spins briefly, then sleeps on a futex; complete() makes a wake system call only
 //   when the asker is asleep.
+// - Where slots come from: a blocking ask uses its thread's cached slot; a grain's acknowledged
+//   tell takes one from the ack-slot pool (ack_slot_pool), on the shard of its envelope's home
+//   shard, and puts it back (rearmed) after a completed await. A slot abandoned on timeout goes
+//   to its completer, who deletes it: it never returns to the pool or to a thread cache.
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +22,7 @@
 
 #include "akt/core/message.hpp"
 #include "akt/core/result.hpp"
+#include "akt/pool/sharded_pool.hpp"
 
 namespace akt::detail {
 
@@ -34,6 +39,13 @@ class reply_route {
 
 class reply_slot final : public reply_route {
  public:
+  reply_slot() noexcept = default;
+  // A slot of the ack-slot pool, stamped with its home shard there.
+  explicit reply_slot(std::uint32_t home_shard) noexcept : home_shard_(home_shard) {}
+  reply_slot(const reply_slot&) = delete;
+  reply_slot& operator=(const reply_slot&) = delete;
+  ~reply_slot() = default;
+
   // Completes the ask. Returns false when the asker had already given up: the slot is deleted
   // and `value` is left with the caller (a late reply, to publish as a dead letter).
   bool complete(result<message>& value) noexcept override;
@@ -48,11 +60,15 @@ class reply_slot final : public reply_route {
   // Asker-side reset before reuse; the slot must be done.
   void rearm() noexcept;
 
+  // Home shard in the ack-slot pool (0 for a slot that is not pooled); never changes.
+  std::uint32_t home_shard() const noexcept { return home_shard_; }
+
  private:
   enum : std::uint32_t { pending = 0, sleeping = 1, done = 2, gave_up = 3 };
   // Writers: the asker (pending -> sleeping / gave_up CAS, rearm), the completer (exchange to
   // done, acq_rel: publishes value_). Readers: both.
   std::atomic<std::uint32_t> state_{pending};
+  const std::uint32_t home_shard_ = 0;    // fills the padding after state_
   std::optional<result<message>> value_;  // written by the completer before done
 };
 
@@ -60,5 +76,21 @@ class reply_slot final : public reply_route {
 reply_slot* thread_reply_slot();
 // Gives the slot back to the thread cache after a completed await.
 void return_thread_reply_slot(reply_slot* s) noexcept;
+
+// The process-wide pool of acknowledgement slots for grains' acknowledged tells (the third
+// sibling of the envelope pools, reference: goakt-context-pools.md section 11): same geometry
+// and shard count as the envelope pools, indexed with the envelope's home shard (its tag bits
+// are ignored), so a tell's get and put stay on its envelope's shard. Slots rest rearmed
+// (pending, no value). Created on first use, never destroyed.
+sharded_pool<reply_slot>& ack_slot_pool() noexcept;
+// A pooled slot for an acknowledged tell whose envelope has home shard `envelope_home`.
+inline reply_slot* acquire_ack_slot(std::uint32_t envelope_home) {
+  return ack_slot_pool().get(envelope_home);
+}
+// Back to its home shard after a completed await (never after an abandoned one).
+inline void return_ack_slot(reply_slot* s) noexcept {
+  s->rearm();
+  ack_slot_pool().put(s);
+}
 
 }  // namespace akt::detail

@@ -28,7 +28,11 @@ std::string describe(std::chrono::nanoseconds d) {
 }
 }  // namespace
 
-result<schedule_ref> scheduler::add(std::shared_ptr<schedule_state> s) {
+result<schedule_ref> scheduler::add(std::shared_ptr<schedule_state> s, schedule_target to) {
+  s->target = std::move(to.to);
+  s->sender = pid::share(to.from);
+  s->sink = std::move(to.sink);
+  s->label = std::move(to.label);
   s->owner = this;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -39,24 +43,25 @@ result<schedule_ref> scheduler::add(std::shared_ptr<schedule_state> s) {
   return schedule_ref(std::move(s));
 }
 
-result<schedule_ref> scheduler::schedule_once(const pid& to, message msg,
-                                              std::chrono::nanoseconds delay, actor_cell* from) {
-  if (!to) return errc::empty_pid;
+namespace {
+bool no_target(const schedule_target& t) noexcept { return !t.to && !t.sink; }
+}  // namespace
+
+result<schedule_ref> scheduler::schedule_once(schedule_target to, message msg,
+                                              std::chrono::nanoseconds delay) {
+  if (no_target(to)) return errc::empty_pid;
   auto s = std::make_shared<schedule_state>();
   s->kind = schedule_kind::once;
-  s->target = to;
-  s->sender = pid::share(from);
   s->message_type = std::string(msg.type_name());
   s->msg = std::move(msg);
   s->interval = std::max(delay, std::chrono::nanoseconds::zero());  // <= 0: fires at once
   s->spec = describe(s->interval);
-  return add(std::move(s));
+  return add(std::move(s), std::move(to));
 }
 
-result<schedule_ref> scheduler::schedule_every(const pid& to, message msg,
-                                               std::chrono::nanoseconds interval,
-                                               actor_cell* from) {
-  if (!to) return errc::empty_pid;
+result<schedule_ref> scheduler::schedule_every(schedule_target to, message msg,
+                                               std::chrono::nanoseconds interval) {
+  if (no_target(to)) return errc::empty_pid;
   if (interval <= std::chrono::nanoseconds::zero()) {
     return error(errc::invalid_argument, "the interval must be positive");
   }
@@ -66,19 +71,16 @@ result<schedule_ref> scheduler::schedule_every(const pid& to, message msg,
   }
   auto s = std::make_shared<schedule_state>();
   s->kind = schedule_kind::interval;
-  s->target = to;
-  s->sender = pid::share(from);
   s->message_type = std::string(msg.type_name());
   s->msg = std::move(msg);
   s->interval = interval;
   s->spec = "every " + describe(interval);
-  return add(std::move(s));
+  return add(std::move(s), std::move(to));
 }
 
-result<schedule_ref> scheduler::schedule_cron(const pid& to, message msg,
-                                              std::string_view expression, std::string_view zone,
-                                              actor_cell* from) {
-  if (!to) return errc::empty_pid;
+result<schedule_ref> scheduler::schedule_cron(schedule_target to, message msg,
+                                              std::string_view expression, std::string_view zone) {
+  if (no_target(to)) return errc::empty_pid;
   auto cron = cron_schedule::parse(expression);
   if (!cron) return cron.error();
   auto tz =
@@ -90,14 +92,12 @@ result<schedule_ref> scheduler::schedule_cron(const pid& to, message msg,
   }
   auto s = std::make_shared<schedule_state>();
   s->kind = schedule_kind::cron;
-  s->target = to;
-  s->sender = pid::share(from);
   s->message_type = std::string(msg.type_name());
   s->msg = std::move(msg);
   s->cron = std::move(*cron);
   s->zone = std::move(*tz);
   s->spec = std::string(expression) + " (" + std::string(s->zone->name()) + ")";
-  return add(std::move(s));
+  return add(std::move(s), std::move(to));
 }
 
 void scheduler::arm(const std::shared_ptr<schedule_state>& s) {
@@ -147,9 +147,14 @@ void scheduler::fire(const std::shared_ptr<schedule_state>& s) {
 }
 
 void scheduler::deliver(schedule_state& s, message msg) {
-  envelope* env = acquire_envelope(s.target.cell());
-  env->payload() = std::move(msg);
-  const error e = detail::deliver(s.sender.cell(), s.target.cell(), env);
+  error e;
+  if (s.sink) {
+    e = s.sink(std::move(msg));  // the sink publishes what it cannot deliver
+  } else {
+    envelope* env = acquire_envelope(s.target.cell());
+    env->payload() = std::move(msg);
+    e = detail::deliver(s.sender.cell(), s.target.cell(), env);
+  }
   // A stopped target will never take another fire: end a repeating schedule to it.
   if (e == errc::dead && s.kind != schedule_kind::once) cancel(s);
 }
@@ -200,7 +205,7 @@ std::vector<schedule_info> scheduler::list() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [id, s] : table_) {
     if (s->ended.load(std::memory_order_acquire)) continue;
-    out.push_back(schedule_info{id, s->kind, s->target, s->message_type, s->spec,
+    out.push_back(schedule_info{id, s->kind, s->target, s->label, s->message_type, s->spec,
                                 s->paused.load(std::memory_order_acquire),
                                 s->fired.load(std::memory_order_relaxed)});
   }

@@ -7,8 +7,10 @@
 // `ended` (exchange, acq_rel) decides once whether a cancel or the last fire ends it.
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -24,12 +26,24 @@ namespace akt::detail {
 class actor_cell;
 class system_core;
 
+// Where a schedule delivers: an actor (to, with from as the sender), or a custom sink (grains:
+// the grain layer decides how a fire reaches the identity). `label` names a sink target in
+// listings.
+struct schedule_target {
+  pid to;
+  actor_cell* from = nullptr;
+  std::function<error(message)> sink;
+  std::string label;
+};
+
 struct schedule_state {
   std::uint64_t id = 0;
   schedule_kind kind = schedule_kind::once;
   pid target;
-  pid sender;   // the scheduling actor, when scheduled from inside one
-  message msg;  // the template: copied for each fire of a repeating schedule
+  pid sender;                          // the scheduling actor, when scheduled from inside one
+  std::function<error(message)> sink;  // set instead of target for custom targets
+  std::string label;                   // the custom target's name
+  message msg;                         // the template: copied for each fire of a repeating schedule
   std::string message_type;
   std::string spec;
   std::chrono::nanoseconds interval{0};
@@ -48,12 +62,26 @@ class scheduler {
  public:
   scheduler(system_core* core, timer_service* timers) : core_(core), timers_(timers) {}
 
+  // To an actor, from `from` (null: no sender).
   result<schedule_ref> schedule_once(const pid& to, message msg, std::chrono::nanoseconds delay,
-                                     actor_cell* from);
+                                     actor_cell* from) {
+    return schedule_once(schedule_target{to, from, nullptr, {}}, std::move(msg), delay);
+  }
   result<schedule_ref> schedule_every(const pid& to, message msg, std::chrono::nanoseconds interval,
-                                      actor_cell* from);
+                                      actor_cell* from) {
+    return schedule_every(schedule_target{to, from, nullptr, {}}, std::move(msg), interval);
+  }
   result<schedule_ref> schedule_cron(const pid& to, message msg, std::string_view expression,
-                                     std::string_view zone, actor_cell* from);
+                                     std::string_view zone, actor_cell* from) {
+    return schedule_cron(schedule_target{to, from, nullptr, {}}, std::move(msg), expression, zone);
+  }
+  // To any target.
+  result<schedule_ref> schedule_once(schedule_target to, message msg,
+                                     std::chrono::nanoseconds delay);
+  result<schedule_ref> schedule_every(schedule_target to, message msg,
+                                      std::chrono::nanoseconds interval);
+  result<schedule_ref> schedule_cron(schedule_target to, message msg, std::string_view expression,
+                                     std::string_view zone);
   std::vector<schedule_info> list() const;
   // Cancels every schedule an actor made for itself (it stopped).
   void cancel_owned_by(actor_cell* owner);
@@ -63,7 +91,7 @@ class scheduler {
   bool resume(schedule_state& s);
 
  private:
-  result<schedule_ref> add(std::shared_ptr<schedule_state> s);
+  result<schedule_ref> add(std::shared_ptr<schedule_state> s, schedule_target to);
   void arm(const std::shared_ptr<schedule_state>& s);
   void fire(const std::shared_ptr<schedule_state>& s);
   void deliver(schedule_state& s, message msg);

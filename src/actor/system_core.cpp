@@ -7,16 +7,23 @@
 
 namespace akt::detail {
 
-std::atomic<sharded_pool<receive_context>*> g_envelope_pool{nullptr};
+std::atomic<sharded_pool<receive_context>*> g_envelope_pools[2] = {nullptr, nullptr};
 
-sharded_pool<receive_context>& make_envelope_pool() noexcept {
-  static auto* pool = [] {
-    auto* p = new sharded_pool<receive_context>(
-        pool_shard_count_for(std::thread::hardware_concurrency()));
-    g_envelope_pool.store(p, std::memory_order_release);
+sharded_pool<receive_context>& make_envelope_pool(std::uint32_t which) noexcept {
+  const auto create = [which] {
+    auto* p =
+        new sharded_pool<receive_context>(pool_shard_count_for(std::thread::hardware_concurrency()),
+                                          which == 0 ? 0 : k_grain_pool_tag);
+    g_envelope_pools[which].store(p, std::memory_order_release);
     return p;
-  }();
-  return *pool;
+  };
+  // One static per pool: a process that never hosts a grain never builds the grain pool.
+  if (which == 0) {
+    static auto* actors = create();
+    return *actors;
+  }
+  static auto* grains = create();
+  return *grains;
 }
 
 system_core::system_core(actor_system* owner, std::string name, const system_config& cfg)

@@ -45,18 +45,35 @@ class system_extension {
                                   std::vector<std::string>& problems, bool& timed_out) = 0;
 };
 
-// The process-wide envelope pool (reference: goakt-context-pools.md). Created on first use and
-// never destroyed, so a late recycle during static destruction is still safe. The hot path
-// reads one pointer (acquire, a plain load on x86) instead of a function-local-static guard.
-extern std::atomic<sharded_pool<receive_context>*> g_envelope_pool;
-sharded_pool<receive_context>& make_envelope_pool() noexcept;
-inline sharded_pool<receive_context>& envelope_pool() noexcept {
-  if (auto* p = g_envelope_pool.load(std::memory_order_acquire)) return *p;
-  return make_envelope_pool();
+// The process-wide envelope pools (reference: goakt-context-pools.md): the actor pool and its
+// grain sibling (section 11). Same geometry and limits; separate rings, objects and round-robin
+// counters, so an actor on shard 3 and a grain on shard 3 use different rings. The grain pool
+// stamps its tag (pool_limits::tag_bit) into every home shard it hands out: a grain cell's home
+// shard (actor_cell::mark_grain) and its envelopes' carry it, so acquire, recycle and clone find
+// the pool by indexing with the tag bit, without a branch, and an envelope never lands in the
+// other pool's rings. Each pool is created on first use and never destroyed, so a late recycle
+// during static destruction is still safe. The hot path reads one pointer (acquire, a plain load
+// on x86) instead of a function-local-static guard.
+inline constexpr std::uint32_t k_grain_pool_tag = pool_limits::tag_bit;
+// [0]: actors, [1]: grains. Writer: make_envelope_pool, once per pool (release, pairs with the
+// acquire in envelope_pool_of). Readers: every acquire, recycle and clone.
+extern std::atomic<sharded_pool<receive_context>*> g_envelope_pools[2];
+sharded_pool<receive_context>& make_envelope_pool(std::uint32_t which) noexcept;
+// The pool an envelope (or a cell's messages) with this home shard belongs to.
+inline sharded_pool<receive_context>& envelope_pool_of(std::uint32_t home_shard) noexcept {
+  const std::uint32_t which = home_shard / k_grain_pool_tag;
+  AKT_ASSERT(which < 2);
+  if (auto* p = g_envelope_pools[which].load(std::memory_order_acquire)) return *p;
+  return make_envelope_pool(which);
+}
+inline sharded_pool<receive_context>& envelope_pool() noexcept { return envelope_pool_of(0); }
+inline sharded_pool<receive_context>& grain_envelope_pool() noexcept {
+  return envelope_pool_of(k_grain_pool_tag);
 }
 
 // A copy of src for a second queue (stash): the payload moves, sender, receiver, reply route and
-// deadline are copied, from src's home shard; the clone's late-reply guard starts cleared.
+// deadline are copied, from src's home shard in src's pool; the clone's late-reply guard starts
+// cleared.
 receive_context* clone_for_stash(receive_context& src);
 
 struct context_access {
@@ -146,7 +163,10 @@ class system_core {
     if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
   }
 
-  actor_system* owner_;  // null once the actor_system object is gone
+  // Null once the actor_system object is gone. Writer: ~actor_system (release); readers: turns
+  // (acquire), among them a handler abandoned by a shutdown that finishes afterwards.
+  std::atomic<actor_system*> owner_;
+  actor_system* owner() const noexcept { return owner_.load(std::memory_order_acquire); }
   const std::string name_;
   const system_config config_;
   const std::shared_ptr<logger> logger_;

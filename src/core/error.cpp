@@ -54,6 +54,12 @@ std::string_view to_string(errc code) noexcept {
       return "retry_limit_exceeded";
     case errc::grain_kind_unknown:
       return "grain_kind_unknown";
+    case errc::reentrancy_disabled:
+      return "reentrancy_disabled";
+    case errc::reentrancy_in_flight_limit:
+      return "reentrancy_in_flight_limit";
+    case errc::grain_timers_stopped:
+      return "grain_timers_stopped";
   }
   return "unknown";
 }

@@ -49,6 +49,9 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::request_canceled, "request_canceled"},
       {errc::retry_limit_exceeded, "retry_limit_exceeded"},
       {errc::grain_kind_unknown, "grain_kind_unknown"},
+      {errc::reentrancy_disabled, "reentrancy_disabled"},
+      {errc::reentrancy_in_flight_limit, "reentrancy_in_flight_limit"},
+      {errc::grain_timers_stopped, "grain_timers_stopped"},
   };
   return codes;
 }

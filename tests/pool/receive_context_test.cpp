@@ -1,7 +1,9 @@
 // Tests for the pool-facing invariants of receive_context: reset keeps the home shard and the
 // reply guard, clone_for_stash clears the guard (regression of GoAkt #1312), recycle returns an
-// envelope to its home shard, and the two-cache-line layout. Senders and receivers stay null:
-// these tests need no actor system.
+// envelope to its home shard, and the two-cache-line layout. The clone and recycle tests are
+// typed over the actor envelope pool and its grain sibling: a clone comes from its source's pool
+// and a recycled envelope goes back to its own. Senders and receivers stay null: these tests
+// need no actor system.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,7 @@
 #include "akt/actor/receive_context.hpp"
 #include "akt/core/clock.hpp"
 #include "akt/mailbox/envelope.hpp"
+#include "pool/envelope_pools.hpp"
 
 namespace {
 
@@ -25,6 +28,7 @@ using akt::receive_context;
 using akt::detail::clone_for_stash;
 using akt::detail::context_access;
 using akt::detail::envelope_pool;
+using akt::test::drained_shard;
 
 constexpr std::size_t capacity = akt::pool_limits::shard_capacity;
 
@@ -37,29 +41,6 @@ struct payload_counter {
   ~payload_counter() { --*live_; }
   int* live_;
   int value;
-};
-
-// Takes every object out of one shard of the process-wide envelope pool (other tests may have
-// filled it) and puts them back at the end of the test.
-class drained_shard {
- public:
-  explicit drained_shard(std::uint32_t shard) {
-    auto& pool = envelope_pool();
-    for (std::size_t i = 0; i < 4 * capacity && pool.shard_size(shard) > 0; ++i) {
-      held_.push_back(pool.get(shard));
-    }
-  }
-  drained_shard(const drained_shard&) = delete;
-  drained_shard& operator=(const drained_shard&) = delete;
-  ~drained_shard() {
-    for (receive_context* ctx : held_) envelope_pool().put(ctx);
-  }
-  bool holds(const receive_context* ctx) const {
-    return std::find(held_.begin(), held_.end(), ctx) != held_.end();
-  }
-
- private:
-  std::vector<receive_context*> held_;
 };
 
 // A stand-in queue node, only ever compared: reset must unlink the envelope.
@@ -155,12 +136,21 @@ TEST(ReceiveContext, ResetCompletesAnOwedReply) {
   EXPECT_EQ(r.code(), akt::errc::no_reply);
 }
 
-TEST(CloneForStash, ClearsReplyClosed) {
+template <class P>
+class CloneForStash : public ::testing::Test {};
+TYPED_TEST_SUITE(CloneForStash, akt::test::envelope_pool_kinds, akt::test::envelope_pool_names);
+
+template <class P>
+class Recycle : public ::testing::Test {};
+TYPED_TEST_SUITE(Recycle, akt::test::envelope_pool_kinds, akt::test::envelope_pool_names);
+
+TYPED_TEST(CloneForStash, ClearsReplyClosed) {
   // Regression of GoAkt #1312: a recycled envelope whose late-reply guard was tripped must not
   // carry the tripped guard into a clone, or the reply to a stashed ask would be dropped.
-  auto& pool = envelope_pool();
+  auto& pool = TypeParam::pool();
   constexpr std::uint32_t shard = 3;
-  drained_shard drained(shard);
+  const std::uint32_t home = shard | TypeParam::tag;
+  drained_shard<receive_context> drained(pool, shard);
 
   // A recycled envelope with its guard set is the only one in the shard.
   receive_context* stale = pool.get(shard);
@@ -171,7 +161,7 @@ TEST(CloneForStash, ClearsReplyClosed) {
   ASSERT_TRUE(stale->reply_closed());
 
   // The source: an ask-like envelope of the same home shard, its own guard set too.
-  auto src = std::make_unique<receive_context>(shard);
+  auto src = std::make_unique<receive_context>(home);
   src->message().emplace<std::string>("stashed ask");
   context_access::reply_closed(*src) = true;
   context_access::deadline(*src) = 987654321;
@@ -182,7 +172,7 @@ TEST(CloneForStash, ClearsReplyClosed) {
   EXPECT_EQ(clone, stale) << "the clone must reuse the recycled envelope of the home shard";
   EXPECT_FALSE(clone->reply_closed());
   EXPECT_TRUE(src->reply_closed());  // the source's guard is untouched
-  EXPECT_EQ(clone->home_shard(), shard);
+  EXPECT_EQ(clone->home_shard(), home);
 
   // Payload moved, deadline and flags copied.
   ASSERT_NE(clone->get_if<std::string>(), nullptr);
@@ -201,32 +191,35 @@ TEST(CloneForStash, ClearsReplyClosed) {
   akt::recycle(clone);
 }
 
-TEST(CloneForStash, FromEmptyShardAllocatesWithSourceHomeShard) {
-  auto& pool = envelope_pool();
+TYPED_TEST(CloneForStash, FromEmptyShardAllocatesWithSourceHomeShard) {
+  auto& pool = TypeParam::pool();
+  auto& sibling = TypeParam::sibling();
   const std::uint32_t count = pool.shard_count();
   for (std::uint32_t shard = 0; shard < count; ++shard) {
-    drained_shard drained(shard);
-    receive_context src(shard);
+    drained_shard<receive_context> drained(pool, shard);
+    drained_shard<receive_context> drained_sibling(sibling, shard);
+    receive_context src(shard | TypeParam::tag);
     src.message().emplace<int>(static_cast<int>(shard));
     context_access::reply_closed(src) = true;
     receive_context* clone = clone_for_stash(src);
     ASSERT_NE(clone, nullptr);
     EXPECT_FALSE(drained.holds(clone));
-    EXPECT_EQ(clone->home_shard(), shard);
+    EXPECT_EQ(clone->home_shard(), shard | TypeParam::tag);
     EXPECT_FALSE(clone->reply_closed());
     ASSERT_NE(clone->get_if<int>(), nullptr);
     EXPECT_EQ(*clone->get_if<int>(), static_cast<int>(shard));
     EXPECT_FALSE(clone->has_deadline());
     akt::recycle(clone);
-    // The clone goes back to the source's home shard.
+    // The clone goes back to the source's home shard, in the source's pool.
     EXPECT_EQ(pool.shard_size(shard), 1u);
+    EXPECT_EQ(sibling.shard_size(shard), 0u);
   }
 }
 
-TEST(CloneForStash, MovesTheReplyRoute) {
+TYPED_TEST(CloneForStash, MovesTheReplyRoute) {
   // Exactly one envelope owes the reply: the clone takes it, the source lets it go.
   akt::detail::reply_slot slot;
-  receive_context src(2);
+  receive_context src(2 | TypeParam::tag);
   src.message().emplace<int>(5);
   context_access::reply(src) = &slot;
   receive_context* clone = clone_for_stash(src);
@@ -241,11 +234,11 @@ TEST(CloneForStash, MovesTheReplyRoute) {
   EXPECT_EQ(r.code(), akt::errc::no_reply);
 }
 
-TEST(CloneForStash, CopiesPlainTell) {
-  receive_context src(1);
+TYPED_TEST(CloneForStash, CopiesPlainTell) {
+  receive_context src(1 | TypeParam::tag);
   src.message().emplace<long>(77);
   receive_context* clone = clone_for_stash(src);
-  EXPECT_EQ(clone->home_shard(), 1u);
+  EXPECT_EQ(clone->home_shard(), 1u | TypeParam::tag);
   ASSERT_NE(clone->get_if<long>(), nullptr);
   EXPECT_EQ(*clone->get_if<long>(), 77);
   EXPECT_FALSE(clone->has_deadline());
@@ -256,10 +249,11 @@ TEST(CloneForStash, CopiesPlainTell) {
   akt::recycle(clone);
 }
 
-TEST(Recycle, ReturnsToHomeShard) {
-  auto& pool = envelope_pool();
+TYPED_TEST(Recycle, ReturnsToHomeShard) {
+  auto& pool = TypeParam::pool();
+  auto& sibling = TypeParam::sibling();
   constexpr std::uint32_t shard = 4;
-  drained_shard drained(shard);
+  drained_shard<receive_context> drained(pool, shard);
   receive_context* ctx = pool.get(shard);
   ASSERT_FALSE(drained.holds(ctx));
   ctx->message().emplace<std::string>("x");
@@ -267,50 +261,55 @@ TEST(Recycle, ReturnsToHomeShard) {
   ctx->next.store(&dummy_node, std::memory_order_relaxed);
 
   std::vector<std::size_t> before;
-  for (std::uint32_t s = 0; s < pool.shard_count(); ++s) before.push_back(pool.shard_size(s));
+  std::vector<std::size_t> sibling_before;
+  for (std::uint32_t s = 0; s < pool.shard_count(); ++s) {
+    before.push_back(pool.shard_size(s));
+    sibling_before.push_back(sibling.shard_size(s));
+  }
   akt::recycle(ctx);
   for (std::uint32_t s = 0; s < pool.shard_count(); ++s) {
     EXPECT_EQ(pool.shard_size(s), before[s] + (s == shard ? 1 : 0)) << "shard " << s;
+    EXPECT_EQ(sibling.shard_size(s), sibling_before[s]) << "sibling shard " << s;
   }
 
   receive_context* again = pool.get(shard);
   EXPECT_EQ(again, ctx);
-  EXPECT_EQ(again->home_shard(), shard);
+  EXPECT_EQ(again->home_shard(), shard | TypeParam::tag);
   EXPECT_TRUE(again->message().empty());  // recycle resets
   EXPECT_FALSE(again->has_deadline());
   EXPECT_EQ(again->next.load(), nullptr);
   akt::recycle(again);
 }
 
-TEST(Recycle, ReturnsToHomeShardNotToAnother) {
-  auto& pool = envelope_pool();
-  drained_shard d1(1);
-  drained_shard d6(6);
+TYPED_TEST(Recycle, ReturnsToHomeShardNotToAnother) {
+  auto& pool = TypeParam::pool();
+  drained_shard<receive_context> d1(pool, 1);
+  drained_shard<receive_context> d6(pool, 6);
   // An envelope of shard 6 fetched through an out-of-range index still returns to shard 6.
   receive_context* ctx = pool.get(6 + pool.shard_count());
-  ASSERT_EQ(ctx->home_shard(), 6u);
+  ASSERT_EQ(ctx->home_shard(), 6u | TypeParam::tag);
   akt::recycle(ctx);
   EXPECT_EQ(pool.shard_size(6), 1u);
   EXPECT_EQ(pool.shard_size(1), 0u);
   receive_context* other = pool.get(1);
   EXPECT_NE(other, ctx);  // not visible on another shard
-  EXPECT_EQ(other->home_shard(), 1u);
+  EXPECT_EQ(other->home_shard(), 1u | TypeParam::tag);
   akt::recycle(other);
   EXPECT_EQ(pool.get(6), ctx);
   akt::recycle(ctx);
 }
 
-TEST(Recycle, FullShardFreesTheEnvelope) {
-  auto& pool = envelope_pool();
+TYPED_TEST(Recycle, FullShardFreesTheEnvelope) {
+  auto& pool = TypeParam::pool();
   constexpr std::uint32_t shard = 2;
-  drained_shard drained(shard);
+  drained_shard<receive_context> drained(pool, shard);
   int live = 0;
   std::vector<receive_context*> filler;
   for (std::size_t i = 0; i < capacity; ++i) filler.push_back(pool.get(shard));
   for (receive_context* ctx : filler) akt::recycle(ctx);
   ASSERT_EQ(pool.shard_size(shard), capacity);
 
-  receive_context* extra = new receive_context(shard);
+  receive_context* extra = new receive_context(shard | TypeParam::tag);
   extra->message().emplace<payload_counter>(&live, 1);
   ASSERT_EQ(live, 1);
   akt::recycle(extra);  // full: reset (payload destroyed) and deleted; LSan reports a leak

@@ -1,8 +1,10 @@
 // Tests for akt::sharded_pool<T> (with a small test object) and for the process-wide envelope
-// pool of receive_context. They encode the invariants of goakt-context-pools.md section 5 and
-// the context-pool test table (goakt-internals.md 5.1): home shards stamped at allocation and
-// kept for life, put returns to the home shard only, overflow drops, get never returns null,
-// round-robin shard assignment, and concurrent get/put with single ownership.
+// pools of receive_context, the actor pool and its grain sibling (typed over both). They encode
+// the invariants of goakt-context-pools.md section 5 and the context-pool test table
+// (goakt-internals.md 5.1): home shards stamped at allocation and kept for life, put returns to
+// the home shard only, overflow drops, get never returns null, round-robin shard assignment, and
+// concurrent get/put with single ownership; and, for the sibling tag, that a tagged pool stamps
+// its tag and refuses objects without it.
 
 #include <gtest/gtest.h>
 
@@ -24,9 +26,11 @@
 #include "actor/system_core.hpp"
 #include "akt/actor/receive_context.hpp"
 #include "akt/mailbox/envelope.hpp"
+#include "pool/envelope_pools.hpp"
 
 namespace {
 
+using akt::test::drained_shard;
 using akt::test::run_bounded;
 
 using namespace std::chrono_literals;
@@ -54,29 +58,6 @@ struct counted_item {
   std::uint32_t shard;
 };
 std::atomic<int> counted_item::live{0};
-
-// Takes every object out of one shard of a pool that others may have filled (the process-wide
-// envelope pool), and puts them back when the test is done with the shard.
-template <class T>
-class drained_shard {
- public:
-  drained_shard(sharded_pool<T>& pool, std::uint32_t shard) : pool_(pool) {
-    // A bounded loop: a lost race makes get allocate instead of pop; it never spins forever.
-    for (std::size_t i = 0; i < 4 * capacity && pool.shard_size(shard) > 0; ++i) {
-      held_.push_back(pool.get(shard));
-    }
-  }
-  drained_shard(const drained_shard&) = delete;
-  drained_shard& operator=(const drained_shard&) = delete;
-  ~drained_shard() {
-    for (T* obj : held_) pool_.put(obj);
-  }
-  const std::vector<T*>& held() const { return held_; }
-
- private:
-  sharded_pool<T>& pool_;
-  std::vector<T*> held_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Shard count
@@ -419,7 +400,80 @@ TEST(ShardedPool, ConcurrentGetPut) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The sibling tag
+
+constexpr std::uint32_t k_tag = pool_limits::tag_bit;
+
+TEST(ShardedPool, TagIsAboveEveryShardIndexAndFitsSixteenBits) {
+  static_assert((pool_limits::tag_bit & (pool_limits::tag_bit - 1)) == 0);
+  static_assert(pool_limits::tag_bit >= pool_limits::max_shards);
+  static_assert(((pool_limits::max_shards - 1) | pool_limits::tag_bit) <= 0xffff);
+  EXPECT_EQ(sharded_pool<item>(8).tag(), 0u);
+  EXPECT_EQ(sharded_pool<item>(pool_limits::max_shards, k_tag).tag(), k_tag);
+}
+
+TEST(ShardedPool, TaggedPoolStampsItsTag) {
+  sharded_pool<item> pool(16, k_tag);
+  for (std::uint32_t s = 0; s < 2 * pool.shard_count(); ++s) {
+    std::unique_ptr<item> obj(pool.get(s));
+    EXPECT_EQ(obj->home_shard(), (s & 15u) | k_tag) << "shard " << s;
+  }
+  for (std::uint32_t i = 0; i < 2 * pool.shard_count(); ++i) {
+    const std::uint32_t s = pool.next_home_shard();
+    EXPECT_EQ(s & k_tag, k_tag);
+    EXPECT_LT(s & ~k_tag, pool.shard_count());
+  }
+}
+
+TEST(ShardedPool, GetIgnoresTagBits) {
+  // A tagged home shard indexes the same shard in a tagged pool and in an untagged one (the
+  // ack-slot pool is indexed with grain envelopes' home shards).
+  sharded_pool<item> tagged(16, k_tag);
+  sharded_pool<item> plain(16);
+  std::unique_ptr<item> a(tagged.get(5 | k_tag));
+  std::unique_ptr<item> b(plain.get(5 | k_tag));
+  EXPECT_EQ(a->home_shard(), 5u | k_tag);
+  EXPECT_EQ(b->home_shard(), 5u);
+}
+
+TEST(ShardedPool, TaggedPoolReturnsToHomeShardOnly) {
+  sharded_pool<item> pool(16, k_tag);
+  item* obj = pool.get(2);
+  pool.put(obj);
+  for (std::uint32_t s = 0; s < pool.shard_count(); ++s) {
+    EXPECT_EQ(pool.shard_size(s), s == 2 ? 1u : 0u) << "shard " << s;
+  }
+  item* again = pool.get(2 | k_tag);
+  EXPECT_EQ(again, obj);
+  pool.put(again);
+}
+
 #if !defined(NDEBUG) || defined(AKT_ENABLE_ASSERTS)
+TEST(ShardedPoolDeathTest, PutWithoutThePoolsTagAsserts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // An object of the sibling pool must never land in this pool's rings, nor the reverse.
+  EXPECT_DEATH(
+      {
+        sharded_pool<item> tagged(8, k_tag);
+        tagged.put(new item(3));
+      },
+      "assertion failed");
+  EXPECT_DEATH(
+      {
+        sharded_pool<item> plain(8);
+        plain.put(new item(3 | k_tag));
+      },
+      "assertion failed");
+}
+
+TEST(ShardedPoolDeathTest, TagMustBeTheTagBit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Only the tag bit: anything else would overlap shard indexes or the envelope pools' routing.
+  EXPECT_DEATH(sharded_pool<item> pool(8, 8), "assertion failed");
+  EXPECT_DEATH(sharded_pool<item> pool(8, 1), "assertion failed");
+}
+
 TEST(ShardedPoolDeathTest, NonPowerOfTwoShardCountAsserts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // Every shard index is x & mask: a count that is not a power of two would alias shards.
@@ -440,35 +494,48 @@ TEST(ShardedPoolDeathTest, PutWithForeignStampAsserts) {
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// The process-wide envelope pool (receive_context). Other tests of this program also use it, so
-// every test here tolerates objects already pooled: it drains the shards it needs first and puts
-// the drained objects back at the end.
+// The process-wide envelope pools (receive_context): the actor pool and its grain sibling, every
+// test typed over both. Other tests of this program also use them, so every test here tolerates
+// objects already pooled: it drains the shards it needs first and puts the drained objects back
+// at the end.
 
 using akt::receive_context;
-using akt::detail::envelope_pool;
 
-TEST(EnvelopePool, IsOneProcessWidePool) {
-  EXPECT_EQ(&envelope_pool(), &envelope_pool());
-  auto from_thread = std::async(std::launch::async, [] { return &envelope_pool(); });
-  EXPECT_EQ(from_thread.get(), &envelope_pool());
+template <class P>
+class EnvelopePool : public ::testing::Test {
+ protected:
+  static sharded_pool<receive_context>& pool() { return P::pool(); }
+  // The home shard this pool stamps for index s.
+  static std::uint32_t home(std::uint32_t s) { return (s & (pool().shard_count() - 1)) | P::tag; }
+};
+TYPED_TEST_SUITE(EnvelopePool, akt::test::envelope_pool_kinds, akt::test::envelope_pool_names);
+
+TYPED_TEST(EnvelopePool, IsOneProcessWidePool) {
+  EXPECT_EQ(&TypeParam::pool(), &TypeParam::pool());
+  auto from_thread = std::async(std::launch::async, [] { return &TypeParam::pool(); });
+  EXPECT_EQ(from_thread.get(), &TypeParam::pool());
+  // A separate instance from its sibling, with its own tag.
+  EXPECT_NE(&TypeParam::pool(), &TypeParam::sibling());
+  EXPECT_EQ(TypeParam::pool().tag(), TypeParam::tag);
+  EXPECT_NE(TypeParam::sibling().tag(), TypeParam::tag);
 }
 
-TEST(EnvelopePool, ShardCountFollowsHardware) {
-  const std::uint32_t n = envelope_pool().shard_count();
+TYPED_TEST(EnvelopePool, ShardCountFollowsHardware) {
+  const std::uint32_t n = TypeParam::pool().shard_count();
   EXPECT_EQ(n, akt::pool_shard_count_for(std::thread::hardware_concurrency()));
   EXPECT_EQ(n & (n - 1), 0u);
   EXPECT_GE(n, pool_limits::min_shards);
   EXPECT_LE(n, pool_limits::max_shards);
+  EXPECT_EQ(n, TypeParam::sibling().shard_count());  // same geometry
 }
 
-TEST(EnvelopePool, GetStampsHomeShard) {
-  auto& pool = envelope_pool();
-  const std::uint32_t mask = pool.shard_count() - 1;
+TYPED_TEST(EnvelopePool, GetStampsHomeShard) {
+  auto& pool = TypeParam::pool();
   std::vector<receive_context*> got;
   for (std::uint32_t s = 0; s < 2 * pool.shard_count() + 3; ++s) {
     receive_context* ctx = pool.get(s);
     ASSERT_NE(ctx, nullptr);
-    EXPECT_EQ(ctx->home_shard(), s & mask) << "shard " << s;
+    EXPECT_EQ(ctx->home_shard(), this->home(s)) << "shard " << s;
     // A pooled envelope is clean.
     EXPECT_TRUE(ctx->message().empty());
     EXPECT_EQ(ctx->next.load(), nullptr);
@@ -477,28 +544,32 @@ TEST(EnvelopePool, GetStampsHomeShard) {
   for (receive_context* ctx : got) akt::recycle(ctx);
 }
 
-TEST(EnvelopePool, GetMasksOutOfRangeShard) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, GetMasksOutOfRangeShard) {
+  auto& pool = TypeParam::pool();
   receive_context* ctx = pool.get(pool.shard_count() + 3);
-  EXPECT_EQ(ctx->home_shard(), 3u);
+  EXPECT_EQ(ctx->home_shard(), 3u | TypeParam::tag);
   akt::recycle(ctx);
+  // Tag bits in the index are ignored: a cell's (tagged) home shard indexes the same shard.
+  receive_context* tagged = pool.get(3 | akt::detail::k_grain_pool_tag);
+  EXPECT_EQ(tagged->home_shard(), 3u | TypeParam::tag);
+  akt::recycle(tagged);
 }
 
-TEST(EnvelopePool, GetNeverReturnsNull) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, GetNeverReturnsNull) {
+  auto& pool = TypeParam::pool();
   drained_shard<receive_context> drained(pool, 1);
   std::vector<receive_context*> held;
   for (int i = 0; i < 64; ++i) {
     receive_context* ctx = pool.get(1);  // empty shard: allocates
     ASSERT_NE(ctx, nullptr);
-    EXPECT_EQ(ctx->home_shard(), 1u);
+    EXPECT_EQ(ctx->home_shard(), 1u | TypeParam::tag);
     held.push_back(ctx);
   }
   for (receive_context* ctx : held) delete ctx;
 }
 
-TEST(EnvelopePool, PutThenGetReusesContext) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, PutThenGetReusesContext) {
+  auto& pool = TypeParam::pool();
   drained_shard<receive_context> drained(pool, 5);
   receive_context* ctx = pool.get(5);
   EXPECT_EQ(std::count(drained.held().begin(), drained.held().end(), ctx), 0);
@@ -506,23 +577,23 @@ TEST(EnvelopePool, PutThenGetReusesContext) {
   EXPECT_EQ(pool.shard_size(5), 1u);
   receive_context* again = pool.get(5);
   EXPECT_EQ(again, ctx);
-  EXPECT_EQ(again->home_shard(), 5u & (pool.shard_count() - 1));
+  EXPECT_EQ(again->home_shard(), this->home(5));
   pool.put(again);
 }
 
-TEST(EnvelopePool, PutReturnsToHomeShardOnly) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, PutReturnsToHomeShardOnly) {
+  auto& pool = TypeParam::pool();
   drained_shard<receive_context> d2(pool, 2);
   drained_shard<receive_context> d3(pool, 3);
   receive_context* from2 = pool.get(2);
-  ASSERT_EQ(from2->home_shard(), 2u);
+  ASSERT_EQ(from2->home_shard(), 2u | TypeParam::tag);
   pool.put(from2);
   EXPECT_EQ(pool.shard_size(2), 1u);
   EXPECT_EQ(pool.shard_size(3), 0u);
 
   receive_context* from3 = pool.get(3);
   EXPECT_NE(from3, from2);
-  EXPECT_EQ(from3->home_shard(), 3u);
+  EXPECT_EQ(from3->home_shard(), 3u | TypeParam::tag);
 
   receive_context* again = pool.get(2);
   EXPECT_EQ(again, from2);
@@ -532,8 +603,8 @@ TEST(EnvelopePool, PutReturnsToHomeShardOnly) {
   EXPECT_EQ(pool.shard_size(3), 1u);
 }
 
-TEST(EnvelopePool, OverflowDropsForGC) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, OverflowDropsForGC) {
+  auto& pool = TypeParam::pool();
   constexpr std::uint32_t shard = 6;
   drained_shard<receive_context> drained(pool, shard);
   std::vector<receive_context*> made;
@@ -554,8 +625,8 @@ TEST(EnvelopePool, OverflowDropsForGC) {
   for (receive_context* ctx : owned) delete ctx;
 }
 
-TEST(EnvelopePool, Wraparound) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, Wraparound) {
+  auto& pool = TypeParam::pool();
   constexpr std::uint32_t shard = 7;
   drained_shard<receive_context> drained(pool, shard);
   receive_context* ctx = pool.get(shard);
@@ -565,29 +636,29 @@ TEST(EnvelopePool, Wraparound) {
     ASSERT_EQ(pool.shard_size(shard), 1u);
     receive_context* again = pool.get(shard);
     ASSERT_EQ(again, ctx) << "cycle " << i;
-    ASSERT_EQ(again->home_shard(), shard);
+    ASSERT_EQ(again->home_shard(), shard | TypeParam::tag);
     ASSERT_TRUE(again->message().empty());  // recycle reset it
   }
   akt::recycle(ctx);
 }
 
-TEST(EnvelopePool, NextHomeShardCoversAllShards) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, NextHomeShardCoversAllShards) {
+  auto& pool = TypeParam::pool();
   const std::uint32_t count = pool.shard_count();
   std::vector<bool> hit(count, false);
   for (std::uint32_t i = 0; i < 2 * count; ++i) {
     const std::uint32_t s = pool.next_home_shard();
-    ASSERT_LT(s, count);
-    hit[s] = true;
+    ASSERT_EQ(s & akt::detail::k_grain_pool_tag, TypeParam::tag);
+    ASSERT_LT(s & ~TypeParam::tag, count);
+    hit[s & ~TypeParam::tag] = true;
   }
   for (std::uint32_t s = 0; s < count; ++s) EXPECT_TRUE(hit[s]) << "shard " << s;
 }
 
-TEST(EnvelopePool, ConcurrentGetPut) {
-  auto& pool = envelope_pool();
+TYPED_TEST(EnvelopePool, ConcurrentGetPut) {
+  auto& pool = TypeParam::pool();
   constexpr int threads = 8;
   constexpr int iterations = 10000;
-  const std::uint32_t mask = pool.shard_count() - 1;
   std::atomic<bool> stop{false};
   std::atomic<int> nulls{0};
   std::atomic<int> wrong_shard{0};
@@ -601,7 +672,7 @@ TEST(EnvelopePool, ConcurrentGetPut) {
         nulls.fetch_add(1);
         return;
       }
-      if (ctx->home_shard() != (s & mask)) wrong_shard.fetch_add(1);
+      if (ctx->home_shard() != this->home(s)) wrong_shard.fetch_add(1);
       // Touch the envelope: its payload and its queue link, as a mailbox would.
       const long tag = (static_cast<long>(t) << 32) | i;
       if (!ctx->message().empty()) double_owner.fetch_add(1);

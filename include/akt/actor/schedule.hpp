@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,8 @@ enum class schedule_kind : std::uint8_t { once, interval, cron };
 struct schedule_info {
   std::uint64_t id = 0;
   schedule_kind kind = schedule_kind::once;
-  pid target;
+  pid target;         // the actor it delivers to (empty for a grain)
+  std::string grain;  // the grain it delivers to, as kind/name (empty for an actor)
   std::string message_type;
   std::string spec;  // "250ms", "every 1s", or the cron expression and zone
   bool paused = false;

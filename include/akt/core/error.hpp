@@ -37,6 +37,9 @@ enum class errc : std::uint8_t {
   request_canceled,      // an asynchronous request was cancelled before its reply
   retry_limit_exceeded,  // a supervised actor failed more often than its retry limit allows
   grain_kind_unknown,    // no grain kind of that name is registered on this system
+  reentrancy_disabled,   // a grain made a non-blocking request without reentrancy enabled
+  reentrancy_in_flight_limit,  // a grain already has its maximum of requests in flight
+  grain_timers_stopped,        // a grain timer was asked for while the activation ends
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).

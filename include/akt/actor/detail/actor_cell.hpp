@@ -76,6 +76,10 @@ class actor_cell : public schedulable {
 
   // Producer side: enqueue (or refuse and dead-letter) and schedule.
   error deliver(receive_context* env) noexcept;
+  // deliver's fast path only: false, with nothing done, when the message would need the slow
+  // path (a custom mailbox, a closing cell or system). Never publishes anything, so a caller
+  // may hold a lock.
+  bool deliver_if_open(receive_context* env) noexcept;
   error deliver_slow(receive_context* env) noexcept;
   // Puts a runtime control message (a detail:: type) on the system queue. Any thread.
   void post_system(message msg, actor_cell* from = nullptr) noexcept;
@@ -93,8 +97,10 @@ class actor_cell : public schedulable {
   error start(bool register_name = true);
 
   // A grain activation: its name is the grain identity (kind/name) and its path
-  // akt://<system>/grain/<identity>. Set once, before start.
-  void mark_grain() noexcept { grain_ = true; }
+  // akt://<system>/grain/<identity>; its messages ride in the grain envelope pool (a new home
+  // shard from that pool's round robin, with its tag). Set once, right after construction:
+  // before start, before any envelope to the cell is taken.
+  void mark_grain() noexcept;
   bool is_grain() const noexcept { return grain_; }
   // Turn owner: true when no user message waits (exact for the default mailbox).
   bool user_backlog_empty() const noexcept { return user_empty(custom_.get()); }
@@ -191,7 +197,10 @@ class actor_cell : public schedulable {
   // -- read by producers on every message, written at spawn and stop --
   system_core* const system_;              // 24: holds a reference on the core for the cell's life
   const std::unique_ptr<mailbox> custom_;  // 32: a user-chosen mailbox, or null
-  const std::uint16_t home_shard_;         // 40: envelope pool shard of messages to this actor
+  // 40: envelope pool home shard of messages to this actor, with the grain pool's tag for a
+  // grain. Written by the constructor and, for a grain, by mark_grain, both before the cell is
+  // shared with another thread; read-only afterwards.
+  std::uint16_t home_shard_;
   std::atomic<life_state> life_{life_state::starting};  // 42
   bool grain_ = false;                                  // 43: cold, set before start
   // -- cold, or written once per turn --
