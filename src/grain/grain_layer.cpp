@@ -16,6 +16,14 @@
 // order. A sender that took the activation from the directory just before it left may find its
 // cell closed: it gets errc::dead, and a resend activates the grain again.
 //
+// Requests, timers, pipes. A grain's non-blocking requests are the actor layer's requests made
+// from the host: continuations run on the grain's turn, and stash_non_reentrant is the request's
+// stash_others (the mailbox stays where it is, paused). Idle deactivation waits while requests
+// are in flight. Activation timers are scheduler entries whose ticks reach only this cell,
+// wrapped with the activation's generation, so a tick queued for an earlier activation is
+// dropped; deactivation cancels them. Deliveries made by the runtime (system schedules, pipes
+// to grains) activate from the blocking pool, never on the timer thread.
+//
 // Shutdown (actor_system::stop, after the hooks): the layer stops accepting sends and
 // activations, puts a marker at the end of every activation's mailbox (capacity does not apply
 // to it), and waits until each has handled what was queued before the marker and deactivated.
@@ -35,11 +43,14 @@
 #include <utility>
 #include <vector>
 
+#include "actor/cell_extras.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/system_core.hpp"
+#include "akt/actor/detail/pipe.hpp"
 #include "akt/core/clock.hpp"
 #include "akt/core/thread.hpp"
 #include "akt/grain/grains.hpp"
+#include "grain/grain_directory.hpp"
 
 namespace akt {
 namespace detail {
@@ -55,13 +66,12 @@ namespace {
 // queued before them).
 struct grain_idle_check {};
 struct grain_shutdown_marker {};
-
-constexpr std::size_t k_directory_shards = 64;  // power of two; spreads sender lock contention
-
-// Signals the end of an activation to the senders that wait for it.
-struct activation_gate {
-  std::atomic<int> done{0};  // writer: the activating thread (release); readers: waiters
-  error result;              // written before done
+// A tick of an activation timer: the user's message, wrapped so that the host knows which
+// activation scheduled it and whether it counts as activity.
+struct grain_tick {
+  std::uint32_t generation;
+  bool keep_alive;
+  message inner;
 };
 
 error caught(std::string_view where) {
@@ -86,19 +96,31 @@ struct grain_host_access {
     return h.settings_;
   }
   static error*& activation_error(grain_host_base& h) noexcept { return h.activation_error_; }
+  static actor_cell*& cell(grain_host_base& h) noexcept { return h.cell_; }
+  static directory_link& link(grain_host_base& h) noexcept { return h.link_; }
+  // Whether the host has a live instance (not deactivated): a request's continuation runs then.
+  static bool serving(grain_host_base& h) noexcept {
+    return h.instance() != nullptr && !h.deactivated_;
+  }
+  static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
+  static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
+  static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
 };
 
-// Contract: every member may be called from any thread. Directory shards are guarded by their
-// mutex (short sections: no user code runs under one); kinds and settings by kinds_mutex_.
-// The directory holds one reference on every cell it lists.
+// The timers of one activation (turn owner).
+struct grain_timer_table {
+  std::vector<std::pair<std::string, schedule_ref>> entries;
+  std::uint64_t next_reference = 1;
+};
+
+// Contract: every member may be called from any thread. The directory has its own contract
+// (grain_directory.hpp). Kinds are registered under kinds_mutex_ and never removed; senders
+// find them in an immutable snapshot without a lock. Settings are read under kinds_mutex_.
 class grain_layer final : public system_extension {
  public:
-  explicit grain_layer(system_core* core) : core_(core) {}
-  ~grain_layer() override {
-    for (auto& s : shards_) {
-      for (auto& [key, e] : s.map) e.cell->release();
-    }
-  }
+  explicit grain_layer(system_core* core)
+      : core_(core), directory_(make_local_grain_directory(&link_of)) {}
+  ~grain_layer() override { delete kind_index_.load(std::memory_order_relaxed); }
 
   result<const grain_kind*> register_kind(std::string_view name, grain_cell_factory factory,
                                           const grain_options* defaults) {
@@ -110,104 +132,100 @@ class grain_layer final : public system_extension {
       k->factory = factory;
       it = kinds_.emplace(k->name, std::move(k)).first;
       defaults_[it->second.get()] = settle(nullptr, grain_options{});
+      publish_kind_index();
     }
     if (defaults != nullptr) defaults_[it->second.get()] = settle(nullptr, *defaults);
     return static_cast<const grain_kind*>(it->second.get());
   }
 
-  result<const grain_kind*> find_kind(std::string_view name) {
-    std::lock_guard<std::mutex> lock(kinds_mutex_);
-    auto it = kinds_.find(name);
-    if (it == kinds_.end())
-      return error(errc::grain_kind_unknown, "no grain kind '" + std::string(name) + "'");
-    return static_cast<const grain_kind*>(it->second.get());
+  result<const grain_kind*> find_kind(std::string_view name) const {
+    if (const kind_index* idx = kind_index_.load(std::memory_order_acquire)) {
+      auto it = idx->kinds.find(name);
+      if (it != idx->kinds.end()) return it->second;
+    }
+    return error(errc::grain_kind_unknown, "no grain kind '" + std::string(name) + "'");
   }
 
-  // The kind's declared settings with per_call on top.
+  // The kind's declared settings with per_call on top (shared with the kind when per_call sets
+  // nothing, so that an activation costs no settings of its own).
   std::shared_ptr<const grain_settings> settings_for(const grain_kind* k,
                                                      const grain_options* per_call) {
     std::lock_guard<std::mutex> lock(kinds_mutex_);
     const auto& base = defaults_[k];
-    if (per_call == nullptr) return base;
+    if (per_call == nullptr || sets_nothing(*per_call)) return base;
     return settle(base.get(), *per_call);
+  }
+
+  // Visits the identity's activation (activating it if needed): see grain_directory.
+  error visit(const grain_kind* kind, std::string_view name, const grain_options* per_call,
+              grain_directory::visitor& v) {
+    if (error e = refuse_now()) return e;
+    // The key is built in a per-thread buffer: no allocation per send once it has grown.
+    thread_local std::string key;
+    key.assign(kind->name).append(1, '/').append(name);
+    activation how(*this, kind, per_call, key, name);
+    // An activation that finished after the shutdown began is rolled back like every other
+    // activation (it gets the marker); its message is refused.
+    struct unless_rolled_back final : grain_directory::visitor {
+      grain_layer& layer;
+      activation& how;
+      grain_directory::visitor& inner;
+      unless_rolled_back(grain_layer& l, activation& a, grain_directory::visitor& v)
+          : layer(l), how(a), inner(v) {}
+      error visit(actor_cell* cell) override {
+        if (how.activated && layer.closing_.load(std::memory_order_seq_cst)) {
+          layer.post_marker(cell);
+          return errc::system_shutting_down;
+        }
+        return inner.visit(cell);
+      }
+    } guarded(*this, how, v);
+    return directory_->with_activation(key, how, guarded);
   }
 
   // The cell of the identity's activation (activating it if needed), with a reference.
   result<pid> acquire(const grain_kind* kind, std::string_view name,
                       const grain_options* per_call) {
-    if (error e = refuse_now()) return e;
-    if (error e = validate_actor_name(name)) return e;
-    std::string key;
-    key.reserve(kind->name.size() + 1 + name.size());
-    key.append(kind->name).append(1, '/').append(name);
-    shard& s = shard_of(key);
-    for (;;) {
-      std::shared_ptr<activation_gate> gate;
-      {
-        std::unique_lock<std::mutex> lock(s.mutex);
-        auto it = s.map.find(key);
-        if (it != s.map.end()) {
-          if (!it->second.gate) return pid::share(it->second.cell);
-          gate = it->second.gate;
-        } else {
-          if (closing_.load(std::memory_order_acquire)) return errc::system_shutting_down;
-          return activate(lock, s, kind, key, per_call);
-        }
+    struct take final : grain_directory::visitor {
+      pid p;
+      error visit(actor_cell* cell) override {
+        p = pid::share(cell);
+        return {};
       }
-      // Someone else is activating it: wait for the outcome, then look again.
-      gate->done.wait(0, std::memory_order_acquire);
-      if (gate->result) return gate->result;
-    }
+    } t;
+    if (error e = visit(kind, name, per_call, t)) return e;
+    return std::move(t.p);
   }
 
-  // Removes the directory entry of `cell` if it is still there (and still the same cell).
-  // With require_empty, only while the cell's mailbox is empty (turn owner), and returns false
-  // when it is not.
+  void withdraw(actor_cell* cell) { directory_->withdraw(cell); }
+
+  // Withdraws the directory entry of `cell` (see grain_directory::release).
   bool leave(actor_cell* cell, bool require_empty) {
-    shard& s = shard_of(cell->path());
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      auto it = s.map.find(cell->path());
-      if (it == s.map.end() || it->second.cell != cell) return true;
-      if (require_empty && !cell->user_backlog_empty()) return false;
-      s.map.erase(it);
-    }
-    cell->release();
-    return true;
+    return directory_->release(cell, require_empty);
   }
 
   void before_actors_stop(std::chrono::steady_clock::time_point deadline,
                           std::vector<std::string>& problems, bool& timed_out) override {
     closing_.store(true, std::memory_order_seq_cst);
-    std::vector<pid> cells;
-    for (auto& s : shards_) {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      for (auto& [key, e] : s.map) {
-        if (!e.gate) cells.push_back(pid::share(e.cell));
-      }
-    }
-    // Activations still in progress add themselves after they finish (see activate).
-    for (const pid& p : cells) post_marker(p.cell());
+    // Activations still in progress add their marker after they finish (see acquire).
+    for (const pid& p : directory_->active()) post_marker(p.cell());
     if (core_->dispatcher_.manual()) {  // deterministic mode: this thread runs the grains' turns
-      while (!directory_empty_of_active() && std::chrono::steady_clock::now() < deadline) {
+      while (!directory_->none_active() && std::chrono::steady_clock::now() < deadline) {
         if (!core_->dispatcher_.run_one())
           std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
-    bool all = core_->wait_for_deaths(deadline, [&] { return directory_empty_of_active(); });
+    bool all = core_->wait_for_deaths(deadline, [&] { return directory_->none_active(); });
     if (!all) {
       abandoned_.store(true, std::memory_order_seq_cst);
-      std::size_t left = 0;
+      const std::vector<pid> left = directory_->active();
       std::string names;
-      for (auto& s : shards_) {
-        std::lock_guard<std::mutex> lock(s.mutex);
-        for (auto& [key, e] : s.map) {
-          if (left++ < 8) names.append(names.empty() ? "" : ", ").append(key);
-        }
-      }
+      for (std::size_t i = 0; i < left.size() && i < 8; ++i)
+        names.append(names.empty() ? "" : ", ").append(left[i].cell()->path());
       timed_out = true;
-      problems.push_back(std::to_string(left) + " grains still busy at the shutdown timeout (" +
-                         names + "); abandoned without on_deactivate");
+      problems.push_back(std::to_string(left.size()) +
+                         " grains still busy at the shutdown timeout (" + names +
+                         "); abandoned without on_deactivate");
     }
     std::lock_guard<std::mutex> lock(problems_mutex_);
     for (auto& p : deactivation_problems_) problems.push_back(std::move(p));
@@ -228,24 +246,15 @@ class grain_layer final : public system_extension {
 
   std::vector<grain_identity> active() {
     std::vector<grain_identity> out;
-    for (auto& s : shards_) {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      for (auto& [key, e] : s.map) {
-        if (e.gate) continue;
-        const auto slash = key.rfind('/');
-        out.push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))});
-      }
+    for (const pid& p : directory_->active()) {
+      const std::string_view key = p.cell()->path();
+      const auto slash = key.rfind('/');
+      out.push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))});
     }
     return out;
   }
 
-  pid find_active(std::string_view key) {
-    shard& s = shard_of(key);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    auto it = s.map.find(key);
-    if (it == s.map.end() || it->second.gate) return pid();
-    return pid::share(it->second.cell);
-  }
+  pid find_active(std::string_view key) { return directory_->find(key); }
 
   void post_marker(actor_cell* c) {
     envelope* env = acquire_envelope(c);
@@ -256,15 +265,34 @@ class grain_layer final : public system_extension {
   system_core* core() const noexcept { return core_; }
 
  private:
-  struct entry {
-    actor_cell* cell;                       // a reference held by the directory
-    std::shared_ptr<activation_gate> gate;  // set while the activation runs
+  // Activates one identity for the directory: builds the cell (create) and runs on_activate
+  // through the cell's start (start).
+  struct activation final : grain_directory::activator {
+    activation(grain_layer& l, const grain_kind* k, const grain_options* o, std::string_view id,
+               std::string_view n)
+        : layer(l), kind(k), per_call(o), key(id), name(n) {}
+    result<directory_link*> create() override;
+    error start(actor_cell* cell) override;
+    grain_layer& layer;
+    const grain_kind* kind;
+    const grain_options* per_call;
+    std::string_view key;  // kind/name, the cell's path
+    std::string_view name;
+    bool activated = false;  // this call ran the activation, and it succeeded
   };
-  struct alignas(64) shard {
-    std::mutex mutex;
-    // Keyed by the cell's own path (kind/name), which lives as long as the cell.
-    std::unordered_map<std::string_view, entry> map;
+
+  // The kinds by name, immutable once published; a registration publishes a new one. Earlier
+  // snapshots are kept (retired_) until the layer goes, so a sender may still read one.
+  struct kind_index {
+    std::map<std::string, const grain_kind*, std::less<>> kinds;
   };
+
+  void publish_kind_index() {  // under kinds_mutex_
+    auto next = std::make_unique<kind_index>();
+    for (const auto& [name, k] : kinds_) next->kinds.emplace(name, k.get());
+    kind_index* old = kind_index_.exchange(next.release(), std::memory_order_acq_rel);
+    if (old != nullptr) retired_.emplace_back(old);
+  }
 
   error refuse_now() const {
     if (error e = core_->refusal()) return e;
@@ -272,18 +300,13 @@ class grain_layer final : public system_extension {
     return {};
   }
 
-  shard& shard_of(std::string_view key) noexcept {
-    return shards_[name_registry::hash(key) & (k_directory_shards - 1)];
+  static bool sets_nothing(const grain_options& o) noexcept {
+    return !o.mailbox_capacity && !o.deactivate_after && !o.activation_timeout &&
+           !o.activation_attempts && !o.dependencies && !o.reentrancy;
   }
 
-  bool directory_empty_of_active() {
-    for (auto& s : shards_) {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      for (auto& [key, e] : s.map) {
-        if (!e.gate) return false;
-      }
-    }
-    return true;
+  static directory_link& link_of(actor_cell* cell) noexcept {
+    return grain_host_access::link(grain_host_access::of(cell));
   }
 
   static std::shared_ptr<const grain_settings> settle(const grain_settings* base,
@@ -294,20 +317,19 @@ class grain_layer final : public system_extension {
     if (o.activation_timeout) out->activation_timeout = *o.activation_timeout;
     if (o.activation_attempts) out->activation_attempts = std::max(1u, *o.activation_attempts);
     if (o.dependencies) out->dependencies = o.dependencies;
+    if (o.reentrancy) out->reentrancy = *o.reentrancy;
     return out;
   }
 
-  // Called with `lock` holding s.mutex and no entry for key: enters the activation with a gate,
-  // runs it with the lock released, and settles the entry. Returns the activated cell.
-  result<pid> activate(std::unique_lock<std::mutex>& lock, shard& s, const grain_kind* kind,
-                       const std::string& key, const grain_options* per_call);
-
   system_core* const core_;
+  std::unique_ptr<grain_directory> directory_;
   std::mutex kinds_mutex_;
-  std::map<std::string, std::unique_ptr<grain_kind>, std::less<>> kinds_;
+  std::map<std::string, std::unique_ptr<grain_kind>, std::less<>> kinds_;  // guarded
   std::unordered_map<const grain_kind*, std::shared_ptr<const grain_settings>> defaults_;
-  shard shards_[k_directory_shards];
-  std::atomic<bool> closing_{false};    // writer: stop (seq_cst); readers: senders
+  // Writer: register_kind under kinds_mutex_ (acq_rel exchange); readers: senders (acquire).
+  std::atomic<kind_index*> kind_index_{nullptr};
+  std::vector<std::unique_ptr<kind_index>> retired_;  // guarded by kinds_mutex_
+  std::atomic<bool> closing_{false};                  // writer: stop (seq_cst); readers: senders
   std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
   std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;
@@ -336,52 +358,39 @@ grain_identity identity_of(const grain_kind* kind, const actor_cell* cell) {
 
 }  // namespace
 
-result<pid> grain_layer::activate(std::unique_lock<std::mutex>& lock, shard& s,
-                                  const grain_kind* kind, const std::string& key,
-                                  const grain_options* per_call) {
+result<directory_link*> grain_layer::activation::create() {
+  if (layer.closing_.load(std::memory_order_acquire)) return errc::system_shutting_down;
+  // Names are checked here, once per activation: an active grain's name was checked already.
+  if (error e = validate_actor_name(name)) return e;
   actor_cell* cell = nullptr;
   try {
-    cell = kind->factory(core_, key, kind);
+    cell = kind->factory(layer.core_, key, kind);
   } catch (...) {
     return caught("the grain's constructor");
   }
   cell->mark_grain();
   grain_host_base& host = grain_host_access::of(cell);
-  grain_host_access::settings(host) = settings_for(kind, per_call);
-  auto gate = std::make_shared<activation_gate>();
+  grain_host_access::cell(host) = cell;
+  grain_host_access::settings(host) = layer.settings_for(kind, per_call);
   cell->add_ref();  // the directory's
-  s.map.emplace(cell->path(), entry{cell, gate});
-  pid self = pid::share(cell);
+  directory_link& link = grain_host_access::link(host);
+  link.cell = cell;
+  return &link;
+}
 
-  lock.unlock();  // on_activate is user code: never under the directory lock
-  error own;      // on_activate's own error, reported by pre_start
+error grain_layer::activation::start(actor_cell* cell) {
+  grain_host_base& host = grain_host_access::of(cell);
+  error own;  // on_activate's own error, reported by pre_start
   grain_host_access::activation_error(host) = &own;
   error started = cell->start(false);
   if (started) {
-    if (!own) own = started;
-  } else {
-    grain_host_access::activation_error(host) = nullptr;
+    if (!own) own = started;  // pre_start published grain_activation_failed
+    return own;
   }
-  lock.lock();
-
-  if (own) {
-    s.map.erase(cell->path());
-    cell->release();
-    gate->result = own;  // pre_start published grain_activation_failed
-  } else {
-    s.map[cell->path()].gate.reset();
-    count_activation();
-  }
-  lock.unlock();
-  gate->done.store(1, std::memory_order_release);
-  gate->done.notify_all();
-  if (own) return own;
-  if (closing_.load(std::memory_order_seq_cst)) {
-    // The shutdown began while this activation ran: roll it back like every other activation.
-    post_marker(cell);
-    return errc::system_shutting_down;
-  }
-  return self;
+  grain_host_access::activation_error(host) = nullptr;
+  layer.count_activation();
+  activated = true;
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,6 +411,8 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   const grain_identity id = identity_of(kind_, cell);
   const grain_settings& settings = *settings_;
   const auto deadline = std::chrono::steady_clock::now() + settings.activation_timeout;
+  ++generation_;  // ticks of an earlier activation's timers are stale from here on
+  timers_stopped_ = false;
   error last;
   for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
     if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) break;
@@ -412,7 +423,7 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
       last = caught("the grain's constructor");
       continue;
     }
-    grain_props props(id, sys, settings, deadline);
+    grain_props props(id, sys, settings, deadline, this);
     try {
       last = g->on_activate(props);
     } catch (...) {
@@ -429,10 +440,13 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
                        std::to_string(settings.activation_timeout.count() / 1'000'000) + " ms");
     }
     if (!last) break;
+    stop_timers();  // what the failed attempt scheduled goes with it
+    timers_stopped_ = false;
     drop_instance();
   }
   auto& events = sys.events();
   if (last) {
+    timers_stopped_ = true;
     if (events.has_subscribers<grain_activation_failed>())
       events.publish(grain_activation_failed{id, last});
     return last;
@@ -446,7 +460,12 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
 
 error grain_host_base::pre_start(actor_context& ctx) {
   error e = activate(ctx.system(), ctx.self().cell());
-  if (e && activation_error_ != nullptr) *activation_error_ = e;
+  if (e) {
+    // The cell destroys this host (and the directory link in it) when pre_start fails: leave
+    // the directory first (grain_directory::activator::start).
+    layer_of(ctx.system()).withdraw(ctx.self().cell());
+    if (activation_error_ != nullptr) *activation_error_ = e;
+  }
   return e;
 }
 
@@ -454,7 +473,9 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
   error e;
   if (instance() != nullptr && !deactivated_) {
     const grain_identity id = identity_of(kind_, cell);
-    grain_props props(id, sys, *settings_, std::chrono::steady_clock::time_point::max());
+    grain_props props(id, sys, *settings_, std::chrono::steady_clock::time_point::max(), this);
+    timers_stopped_ = true;  // on_deactivate may not start timers
+    stop_timers();
     try {
       e = instance()->on_deactivate(props);
     } catch (...) {
@@ -468,8 +489,18 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     auto& events = sys.events();
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
   }
+  timers_stopped_ = true;
+  stop_timers();
   drop_instance();
   return e;
+}
+
+grain_host_base::~grain_host_base() { delete timers_; }
+
+void grain_host_base::stop_timers() noexcept {
+  if (!timers_) return;
+  for (auto& [ref, sched] : timers_->entries) (void)sched.cancel();
+  delete std::exchange(timers_, nullptr);
 }
 
 void grain_host_base::post_stop(actor_context& ctx) {
@@ -477,6 +508,8 @@ void grain_host_base::post_stop(actor_context& ctx) {
   // stopped some other way; deactivate it then, unless the shutdown abandoned it.
   grain_layer& layer = layer_of(ctx.system());
   if (!layer.abandoned()) (void)deactivate(ctx.system(), ctx.self().cell(), true);
+  timers_stopped_ = true;
+  stop_timers();
   drop_instance();
   (void)layer.leave(ctx.self().cell(), false);
 }
@@ -487,6 +520,7 @@ void grain_host_base::receive(receive_context& ctx) {
 
   if (ctx.is<grain_shutdown_marker>()) {
     if (!layer.abandoned()) (void)deactivate(ctx.system(), cell, true);
+    stop_timers();
     drop_instance();
     (void)layer.leave(cell, false);
     ctx.stop_self();
@@ -494,8 +528,11 @@ void grain_host_base::receive(receive_context& ctx) {
   }
   if (ctx.is<grain_idle_check>()) {
     if (instance() == nullptr) return;
-    if (handled_ != handled_at_arm_ || !cell->user_backlog_empty()) {
-      handled_at_arm_ = handled_;  // busy since the timer was armed: wait a full period again
+    const cell_extras* x = cell->extras_if_any();
+    const bool requests_in_flight = x != nullptr && !x->requests.empty();
+    if (handled_ != handled_at_arm_ || !cell->user_backlog_empty() || requests_in_flight) {
+      // Busy since the timer was armed, or waiting for a reply: wait a full period again.
+      handled_at_arm_ = handled_;
       arm_idle_timer(cell, settings_->deactivate_after);
       return;
     }
@@ -513,6 +550,18 @@ void grain_host_base::receive(receive_context& ctx) {
     return;
   }
 
+  if (auto* tick = ctx.get_if<grain_tick>()) {
+    // A timer tick: not counted against the mailbox capacity; activity only with keep_alive; a
+    // tick of an earlier activation (or one after deactivation) is dropped.
+    if (tick->generation != generation_ || instance() == nullptr || deactivated_ || failing_)
+      return;
+    if (tick->keep_alive) ++handled_;
+    message inner = std::move(tick->inner);
+    ctx.message() = std::move(inner);
+    (void)run_on_receive(ctx, cell, false);
+    return;
+  }
+
   // A user message.
   if (settings_->mailbox_capacity != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
   ++handled_;
@@ -527,16 +576,22 @@ void grain_host_base::receive(receive_context& ctx) {
     return;
   }
   const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;
+  const bool answered = run_on_receive(ctx, cell, acknowledged);
+  if (ctx.expects_reply() && !answered) ctx.respond_error(errc::no_reply);
+}
+
+bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged) {
   grain_context g(ctx, *this, acknowledged);
   try {
     instance()->on_receive(g);
   } catch (...) {
+    // No supervisor for grains: the caller gets the error and the grain keeps serving.
     error e = caught("on_receive");
     cell->system()->log(log_level::warning, identity_of(kind_, cell).str(), e.message());
     g.err(std::move(e));
   }
   g.finish();
-  if (ctx.expects_reply() && !g.answered()) ctx.respond_error(errc::no_reply);
+  return g.answered();
 }
 
 }  // namespace detail
@@ -600,13 +655,9 @@ result<grain_identity> resolve_grain(actor_system& sys, const grain_kind* kind,
 
 namespace {
 
-// The activation for id, with room reserved in a bounded mailbox.
-result<pid> reach(grain_layer& layer, const grain_identity& id) {
-  auto kind = layer.find_kind(id.kind);
-  if (!kind) return kind.error();
-  auto p = layer.acquire(*kind, id.name, nullptr);
-  if (!p) return p;
-  grain_host_base& host = grain_host_access::of(p->cell());
+// Takes a place in the activation's bounded mailbox (no-op when unbounded).
+error reserve(actor_cell* cell, const grain_identity& id) {
+  grain_host_base& host = grain_host_access::of(cell);
   if (const std::size_t cap = grain_host_access::settings(host)->mailbox_capacity; cap != 0) {
     auto& q = grain_host_access::queued(host);
     if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
@@ -615,32 +666,113 @@ result<pid> reach(grain_layer& layer, const grain_identity& id) {
                    id.str() + " has " + std::to_string(cap) + " messages waiting");
     }
   }
+  return {};
+}
+
+// The activation for id (activating it if needed), with room reserved in a bounded mailbox.
+result<pid> reach(grain_layer& layer, const grain_identity& id) {
+  auto kind = layer.find_kind(id.kind);
+  if (!kind) return kind.error();
+  auto p = layer.acquire(*kind, id.name, nullptr);
+  if (!p) return p;
+  if (error e = reserve(p->cell(), id)) return e;
   return p;
+}
+
+// An envelope to `to` holding msg.
+envelope* envelope_for(actor_cell* to, message msg) {
+  envelope* env = acquire_envelope(to);
+  fill(env, std::move(msg));
+  return env;
+}
+envelope* envelope_for(const pid& to, message msg) {
+  return envelope_for(to.cell(), std::move(msg));
+}
+
+// The activation for id and an envelope to it holding msg. A message refused for a full mailbox
+// is published as a dead letter (with publish_all, every refusal is: senders that cannot report
+// an error, like timers). A message refused later (at delivery) keeps its reservation: such
+// refusals come only from a closing activation, whose counter goes with it.
+result<std::pair<pid, envelope*>> address(system_core* core, const grain_identity& id, message msg,
+                                          actor_cell* sender, bool publish_all = false) {
+  auto p = reach(layer_of(core), id);
+  if (!p) {
+    if (publish_all || p.error().code() == errc::mailbox_full) {
+      core->dead_letter(std::move(msg), pid::share(sender), pid(),
+                        error(p.error().code(), id.str() + ": " + p.error().message()));
+    }
+    return p.error();
+  }
+  envelope* env = envelope_for(*p, std::move(msg));
+  return std::make_pair(std::move(*p), env);
+}
+
+// A one-way tell: the message goes into the mailbox while the directory holds the activation
+// (under its shard lock), so a send costs no reference count traffic on the grain's cell; only
+// a refusal (a closing cell) is delivered outside the lock, where its dead letter is published.
+error tell_one_way(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
+                   bool publish_all = false) {
+  grain_layer& layer = layer_of(core);
+  auto kind = layer.find_kind(id.kind);
+  struct enqueue final : grain_directory::visitor {
+    const grain_identity& id;
+    message& msg;
+    actor_cell* sender;
+    receive_context* refused = nullptr;  // to deliver (and be refused) outside the lock
+    pid refused_by;
+    enqueue(const grain_identity& i, message& m, actor_cell* s) : id(i), msg(m), sender(s) {}
+    error visit(actor_cell* cell) override {
+      if (error e = reserve(cell, id)) return e;
+      auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+      if (sender != nullptr) {
+        sender->add_ref();
+        context_access::sender(*env) = sender;
+      }
+      if (cell->deliver_if_open(env)) return {};
+      refused = env;
+      refused_by = pid::share(cell);
+      return {};
+    }
+  } v(id, msg, sender);
+  error e = kind ? layer.visit(*kind, id.name, nullptr, v) : kind.error();
+  if (e) {
+    if (publish_all || e.code() == errc::mailbox_full) {
+      core->dead_letter(std::move(msg), pid::share(sender), pid(),
+                        error(e.code(), id.str() + ": " + e.message()));
+    }
+    return e;
+  }
+  if (v.refused != nullptr) return v.refused_by.cell()->deliver(v.refused);
+  return {};
+}
+
+// Delivers a timer's or a pipe's message to a grain from a runtime thread that must not run
+// user code for long (the timer thread): to an active grain directly, otherwise (the delivery
+// activates it) from the blocking pool.
+error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
+  grain_layer& layer = layer_of(core);
+  if (pid p = layer.find_active(id.str())) {
+    if (error e = reserve(p.cell(), id)) {
+      core->dead_letter(std::move(msg), pid(), p, e);
+      return e;
+    }
+    // A grain that deactivated just now refuses it with errc::dead, as a dead letter.
+    return deliver(nullptr, p.cell(), envelope_for(p, std::move(msg)));
+  }
+  auto task = [core, id, m = std::make_shared<message>(std::move(msg))]() mutable {
+    (void)tell_one_way(core, id, std::move(*m), nullptr, true);
+  };
+  if (!core->blocking_.submit(std::move(task))) return errc::system_shutting_down;
+  return {};
 }
 
 }  // namespace
 
-// The activation for id and an envelope to it holding msg; a message refused for a full
-// mailbox is published as a dead letter. A message refused later (at delivery) keeps its
-// reservation: such refusals come only from a closing activation, whose counter goes with it.
-static result<std::pair<pid, envelope*>> address(actor_system& sys, const grain_identity& id,
-                                                 message msg, actor_cell* sender) {
-  auto p = reach(layer_of(sys), id);
-  if (!p) {
-    if (p.error().code() == errc::mailbox_full)
-      sys.core()->dead_letter(std::move(msg), pid::share(sender), pid(), p.error());
-    return p.error();
-  }
-  envelope* env = acquire_envelope(p->cell());
-  fill(env, std::move(msg));
-  return std::make_pair(std::move(*p), env);
-}
-
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
                                   std::chrono::nanoseconds timeout) {
   if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
-  if (on_worker_thread()) return errc::blocking_on_worker;
-  auto a = address(sys, id, std::move(msg), nullptr);
+  if (!may_wait_for_reply()) return errc::blocking_on_worker;
+  auto a = address(sys.core(), id, std::move(msg), nullptr);
   if (!a) return a.error();
   return ask(a->first.cell(), a->second, timeout);
 }
@@ -651,15 +783,208 @@ error tell_grain_message(actor_system& sys, const grain_identity& id, message ms
     if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
     if (on_worker_thread()) return errc::blocking_on_worker;
   }
-  auto a = address(sys, id, std::move(msg), sender);
+  if (opts.one_way) return tell_one_way(sys.core(), id, std::move(msg), sender);
+  auto a = address(sys.core(), id, std::move(msg), sender);
   if (!a) return a.error();
-  actor_cell* to = a->first.cell();
-  if (opts.one_way) return deliver(sender, to, a->second);
-  result<message> r = ask(to, a->second, opts.timeout, envelope::flag_grain_ack, false);
+  result<message> r =
+      ask(a->first.cell(), a->second, opts.timeout, envelope::flag_grain_ack, false);
   return r ? error() : r.error();
 }
 
+result<message> ask_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
+                               message msg, std::chrono::nanoseconds timeout) {
+  actor_cell* self = context_access::receiver(env);
+  system_core* core = self->system();
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (core->dispatcher_.manual()) {
+    return error(errc::blocking_on_worker,
+                 "a blocking ask from a grain in the deterministic mode (use request_grain)");
+  }
+  actor_cell* to = nullptr;
+  envelope* e = nullptr;
+  pid target;
+  if (grain != nullptr) {
+    if (grain->str() == self->path())
+      return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
+    auto a = address(core, *grain, std::move(msg), self);
+    if (!a) return a.error();
+    target = std::move(a->first);
+    e = a->second;
+  } else {
+    if (actor == nullptr || !*actor) return errc::empty_pid;
+    if (actor->cell() == self)
+      return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
+    target = *actor;
+    e = envelope_for(target, std::move(msg));
+  }
+  to = target.cell();
+  // The wait is bounded by timeout: allowed on this worker for this one call.
+  const bool before = std::exchange(bounded_wait_allowed, true);
+  result<message> r = ask(to, e, timeout);
+  bounded_wait_allowed = before;
+  return r;
+}
+
+error pipe_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
+                      piped_task task, std::chrono::nanoseconds timeout) {
+  actor_cell* self = context_access::receiver(env);
+  system_core* core = self->system();
+  if (grain == nullptr) {
+    if (actor == nullptr || !*actor) return errc::empty_pid;
+    return pipe_through(core, self, *actor, nullptr, std::move(task), timeout);
+  }
+  if (error e = validate_actor_name(grain->name)) return e;
+  pipe_sink sink = [core, id = *grain](message m) {
+    (void)deliver_from_runtime(core, id, std::move(m));
+  };
+  return pipe_through(core, self, pid(), std::move(sink), std::move(task), timeout);
+}
+
+result<std::string> grain_timer(grain_host_base* host, message msg, const timer_spec& spec,
+                                grain_timer_options options) {
+  if (host == nullptr) return error(errc::invalid_argument, "grain timers need an activation");
+  if (grain_host_access::timers_stopped(*host)) {
+    return error(errc::grain_timers_stopped, "the activation is ending: no new timers");
+  }
+  actor_cell* cell = host->cell();
+  system_core* core = cell->system();
+  auto& table = grain_host_access::timers(*host);
+  if (table == nullptr) table = new grain_timer_table();
+  std::string ref = options.reference.empty() ? "timer-" + std::to_string(table->next_reference++)
+                                              : std::move(options.reference);
+  (void)cancel_grain_timer(host, ref);  // the same reference replaces the earlier timer
+  schedule_target target;
+  target.label = identity_of(host->kind(), cell).str() + " (timer " + ref + ")";
+  // The tick goes to this cell only (never activates the grain again); a strong reference
+  // keeps the cell while the timer lives, and stop_timers cancels it on deactivation.
+  target.sink = [to = pid::share(cell), generation = grain_host_access::generation(*host),
+                 keep = options.keep_alive](message m) {
+    envelope* env = acquire_envelope(to.cell());
+    env->payload().emplace<grain_tick>(grain_tick{generation, keep, std::move(m)});
+    return deliver(nullptr, to.cell(), env);
+  };
+  result<schedule_ref> r =
+      spec.kind == 0 ? core->scheduler_.schedule_once(std::move(target), std::move(msg), spec.every)
+      : spec.kind == 1
+          ? core->scheduler_.schedule_every(std::move(target), std::move(msg), spec.every)
+          : core->scheduler_.schedule_cron(std::move(target), std::move(msg), spec.expression,
+                                           spec.zone);
+  if (!r) return r.error();
+  table->entries.emplace_back(ref, std::move(*r));
+  return ref;
+}
+
+error cancel_grain_timer(grain_host_base* host, std::string_view reference) {
+  if (host == nullptr) return errc::schedule_not_found;
+  grain_timer_table* table = grain_host_access::timers(*host);
+  if (table == nullptr) return errc::schedule_not_found;
+  auto& v = table->entries;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->first != reference) continue;
+    const bool live = it->second.cancel();
+    v.erase(it);
+    return live ? error() : error(errc::schedule_not_found);
+  }
+  return errc::schedule_not_found;
+}
+
+result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, message msg,
+                                    const timer_spec& spec) {
+  system_core* core = sys.core();
+  if (error e = validate_actor_name(id.name)) return e;
+  if (auto k = layer_of(core).find_kind(id.kind); !k) return k.error();
+  schedule_target target;
+  target.label = id.str();
+  target.sink = [core, id](message m) { return deliver_from_runtime(core, id, std::move(m)); };
+  if (spec.kind == 0)
+    return core->scheduler_.schedule_once(std::move(target), std::move(msg), spec.every);
+  if (spec.kind == 1)
+    return core->scheduler_.schedule_every(std::move(target), std::move(msg), spec.every);
+  return core->scheduler_.schedule_cron(std::move(target), std::move(msg), spec.expression,
+                                        spec.zone);
+}
+
 }  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// grain_context: requests and deferred answers
+
+result<request_handle> grain_context::request_message(const grain_identity* grain, const pid* actor,
+                                                      akt::message msg,
+                                                      detail::grain_continuation then,
+                                                      const grain_request_options& options) {
+  using namespace detail;
+  const grain_reentrancy& policy = host_.settings().reentrancy;
+  const reentrancy_mode mode = options.mode.value_or(policy.mode);
+  if (mode == reentrancy_mode::off) {
+    return error(errc::reentrancy_disabled, "enable reentrancy on the grain kind to make requests");
+  }
+  actor_cell* self = context_access::receiver(env_);
+  if (policy.max_in_flight != 0) {
+    const cell_extras* x = self->extras_if_any();
+    if (x != nullptr && x->requests.size() >= policy.max_in_flight) {
+      return error(errc::reentrancy_in_flight_limit,
+                   std::to_string(policy.max_in_flight) + " requests already in flight");
+    }
+  }
+  pid to;
+  if (grain != nullptr) {
+    auto p = reach(layer_of(self->system()), *grain);
+    if (!p) {
+      if (p.error().code() == errc::mailbox_full)
+        self->system()->dead_letter(std::move(msg), pid::share(self), pid(), p.error());
+      return p.error();
+    }
+    to = std::move(*p);
+  } else {
+    if (actor == nullptr || !*actor) return errc::empty_pid;
+    to = *actor;
+  }
+  grain_host_base* host = &host_;
+  auto continuation = [host, then = std::move(then)](receive_context& rc,
+                                                     result<akt::message> reply) mutable {
+    // The activation that made the request is gone (a shutdown deactivated it): nobody to
+    // continue; the reply is dropped with it.
+    if (!grain_host_access::serving(*host)) return;
+    grain_context g(rc, *host, false);
+    try {
+      then(g, std::move(reply));
+    } catch (...) {
+      actor_cell* c = context_access::receiver(rc);
+      c->system()->log(log_level::warning, identity_of(host->kind(), c).str(),
+                       caught("a request's continuation").message());
+    }
+    g.finish();
+  };
+  request_options ro;
+  ro.stash_others = mode == reentrancy_mode::stash_non_reentrant;
+  return env_.request<akt::message>(to, std::move(msg), options.timeout, std::move(continuation),
+                                    ro);
+}
+
+grain_reply grain_context::defer_response() {
+  grain_reply r;
+  r.acknowledged_ = acknowledged_;
+  r.deadline_ = deadline();
+  r.self_ = env_.self();
+  r.grain_ = self().str();
+  r.handle_ = env_.defer_reply();
+  answered_ = true;  // the answer now belongs to the handle
+  return r;
+}
+
+void grain_reply::err(error e) {
+  if (!e) e = error(errc::handler_failed, "err() without an error");
+  if (handle_.expects_reply()) {
+    handle_.fail(std::move(e));
+    return;
+  }
+  if (!self_ || answered_one_way_) return;
+  // A one-way tell: nobody waits, so the failure is published, naming the grain.
+  answered_one_way_ = true;
+  detail::cell_system(self_.cell())
+      ->dead_letter(akt::message(), pid(), self_, error(e.code(), grain_ + ": " + e.message()));
+}
 
 std::vector<grain_identity> active_grains(actor_system& sys) {
   return detail::layer_of(sys).active();

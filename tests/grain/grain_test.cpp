@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <akt/akt.hpp>
 
+#include "support/test_support.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -18,16 +20,7 @@ using namespace std::chrono_literals;
 using akt::errc;
 using akt::grain_identity;
 
-// Polls pred for up to 10 s (every concurrent test bounds its time).
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 10s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return pred();
-}
+using akt::test::eventually;
 
 // What the test grains report, shared through the kind's dependencies (grains are
 // default-constructed by the framework, so this is how a test observes them).

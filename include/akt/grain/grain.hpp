@@ -25,6 +25,7 @@
 #include <any>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,11 +34,28 @@
 #include <utility>
 
 #include "akt/core/error.hpp"
+#include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
 
 namespace akt {
 
 class actor_system;
 class grain_context;
+struct grain_timer_options;
+
+namespace detail {
+class grain_host_base;
+// What a grain timer fires on: an interval (kind 0 once, 1 repeating) or a cron expression (2).
+struct timer_spec {
+  std::chrono::nanoseconds every{0};
+  std::string_view expression;
+  std::string_view zone;
+  int kind = 0;
+};
+result<std::string> grain_timer(grain_host_base* host, message msg, const timer_spec& spec,
+                                grain_timer_options options);
+error cancel_grain_timer(grain_host_base* host, std::string_view reference);
+}  // namespace detail
 
 // kind/name. The kind names a grain type (derived from the C++ type by grain_of, or registered
 // by name); the name tells one grain of that kind from the others.
@@ -76,6 +94,43 @@ class grain_dependencies {
   std::map<std::string, std::any, std::less<>> values_;
 };
 
+// Whether a grain may make non-blocking requests (grain_context::request_grain / request_actor)
+// and what it does while their replies are in flight.
+enum class reentrancy_mode : std::uint8_t {
+  // Requests are refused (errc::reentrancy_disabled); blocking asks from inside still work.
+  off,
+  // The grain keeps handling other messages while replies are in flight; request cycles (A asks
+  // B while B asks A) complete.
+  allow_all,
+  // The mailbox pauses until the reply (or the request's timeout): other messages, timer ticks
+  // included, wait in order. The continuation runs first.
+  stash_non_reentrant,
+};
+
+struct grain_reentrancy {
+  reentrancy_mode mode = reentrancy_mode::off;
+  // Requests in flight at once; one more is refused with errc::reentrancy_in_flight_limit.
+  // 0 = no limit.
+  std::size_t max_in_flight = 0;
+};
+
+// Options of one non-blocking request made from a grain.
+struct grain_request_options {
+  // The continuation gets errc::request_timeout after this long. Default 5 s; zero: none.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(5);
+  // This request's mode instead of the activation's (it must not be off for the request to go).
+  std::optional<reentrancy_mode> mode = std::nullopt;
+};
+
+// Options of a grain timer (grain_context::schedule_once, ...).
+struct grain_timer_options {
+  // The timer's reference, for cancel_schedule; a new one replaces (cancels) a timer of the same
+  // reference. Empty: the framework makes one up.
+  std::string reference;
+  // Ticks count as activity (they hold off idle deactivation). Default: they do not.
+  bool keep_alive = false;
+};
+
 // Options of a grain kind. Each field left unset takes the kind's declared default
 // (with_grain_default_options), then the framework's default.
 struct grain_options {
@@ -92,6 +147,8 @@ struct grain_options {
   std::optional<unsigned> activation_attempts = std::nullopt;
   // Shared with every activation of the kind through grain_props.
   std::shared_ptr<const grain_dependencies> dependencies = nullptr;
+  // Default: off.
+  std::optional<grain_reentrancy> reentrancy = std::nullopt;
 };
 
 // Settled options (every field decided), as an activation sees them.
@@ -101,14 +158,16 @@ struct grain_settings {
   std::chrono::nanoseconds activation_timeout = std::chrono::seconds(5);
   unsigned activation_attempts = 1;
   std::shared_ptr<const grain_dependencies> dependencies;
+  grain_reentrancy reentrancy;
 };
 
 // What on_activate and on_deactivate receive.
 class grain_props {
  public:
   grain_props(const grain_identity& id, actor_system& sys, const grain_settings& settings,
-              std::chrono::steady_clock::time_point deadline) noexcept
-      : id_(id), system_(sys), settings_(settings), deadline_(deadline) {}
+              std::chrono::steady_clock::time_point deadline,
+              detail::grain_host_base* host = nullptr) noexcept
+      : id_(id), system_(sys), settings_(settings), deadline_(deadline), host_(host) {}
 
   const grain_identity& identity() const noexcept { return id_; }
   actor_system& system() const noexcept { return system_; }
@@ -120,11 +179,37 @@ class grain_props {
     return settings_.dependencies ? settings_.dependencies->get<T>(name) : nullptr;
   }
 
+  // Activation timers, as grain_context's (from on_activate: the first tick comes after
+  // on_activate succeeded; from on_deactivate: errc::grain_timers_stopped).
+  template <class T>
+  result<std::string> schedule_once(T&& msg, std::chrono::nanoseconds delay,
+                                    grain_timer_options o = {}) {
+    return detail::grain_timer(host_, message(std::forward<T>(msg)),
+                               detail::timer_spec{delay, {}, {}, 0}, std::move(o));
+  }
+  template <class T>
+  result<std::string> schedule(T&& msg, std::chrono::nanoseconds interval,
+                               grain_timer_options o = {}) {
+    return detail::grain_timer(host_, message(std::forward<T>(msg)),
+                               detail::timer_spec{interval, {}, {}, 1}, std::move(o));
+  }
+  template <class T>
+  result<std::string> schedule_with_cron(T&& msg, std::string_view expression,
+                                         std::string_view zone = "UTC",
+                                         grain_timer_options o = {}) {
+    return detail::grain_timer(host_, message(std::forward<T>(msg)),
+                               detail::timer_spec{{}, expression, zone, 2}, std::move(o));
+  }
+  error cancel_schedule(std::string_view reference) {
+    return detail::cancel_grain_timer(host_, reference);
+  }
+
  private:
   const grain_identity& id_;
   actor_system& system_;
   const grain_settings& settings_;
   std::chrono::steady_clock::time_point deadline_;
+  detail::grain_host_base* host_;  // null: no timers (outside an activation)
 };
 
 class grain {

@@ -9,6 +9,7 @@
 // are published as dead letters naming the grain.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,7 +24,57 @@ namespace akt {
 
 namespace detail {
 class grain_host_base;
-}
+using grain_continuation = std::function<void(grain_context&, result<akt::message>)>;
+result<akt::message> ask_from_grain(receive_context& env, const grain_identity* grain,
+                                    const pid* actor, akt::message msg,
+                                    std::chrono::nanoseconds timeout);
+error pipe_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
+                      piped_task task, std::chrono::nanoseconds timeout);
+}  // namespace detail
+
+// The answer owed for one message, handed over by grain_context::defer_response so that a later
+// turn (a request's continuation, a timer, another message) gives it. response / no_err / err
+// then do what they would have done during on_receive: an ask gets the value or the error; an
+// acknowledged tell is acknowledged (a response counts as no_err); for a one-way tell, err is
+// published as a dead letter naming the grain. The first answer wins; a handle dropped unanswered
+// completes a waiting caller with errc::no_reply. Deferring does not hold off deactivation.
+// Move-only; for the grain's own turns (completing it from another thread is safe too).
+class grain_reply {
+ public:
+  grain_reply() = default;
+  grain_reply(grain_reply&&) noexcept = default;
+  grain_reply& operator=(grain_reply&&) noexcept = default;
+
+  template <class T>
+  void response(T&& value) {
+    if (acknowledged_) return no_err();
+    handle_.respond(std::forward<T>(value));
+  }
+  void no_err() {
+    if (handle_.expects_reply()) handle_.respond_message(akt::message());
+  }
+  void err(error e);
+  // True while a caller waits for this answer (an ask or an acknowledged tell not yet answered).
+  bool expects_reply() const noexcept { return handle_.expects_reply(); }
+  // The caller's deadline (asks only).
+  std::optional<std::chrono::steady_clock::time_point> deadline() const noexcept {
+    return deadline_;
+  }
+  // True once the caller gave up (its deadline passed) or the answer was given.
+  bool cancelled() const noexcept {
+    return !handle_.expects_reply() ||
+           (deadline_ && std::chrono::steady_clock::now() >= *deadline_);
+  }
+
+ private:
+  friend class grain_context;
+  reply_handle handle_;
+  pid self_;           // the activation, for dead letters
+  std::string grain_;  // kind/name, for dead letters
+  bool acknowledged_ = false;
+  bool answered_one_way_ = false;  // err on a one-way tell's handle was published
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+};
 
 class grain_context {
  public:
@@ -97,6 +148,121 @@ class grain_context {
     return tell_grain_message(to, akt::message(std::forward<T>(msg)));
   }
 
+  // ---- blocking asks from inside ----
+  // Ask another grain or an actor and wait for the answer, at most `timeout`: this grain's turn
+  // (and the worker running it) waits, so every other message of this grain waits too. A cycle
+  // (A asks B while B asks A) ends with request_timeout; use request_grain with reentrancy to
+  // let it complete. Asking oneself is refused (it could only time out). Refused in the
+  // deterministic (single-thread) mode, where nobody else could run the other side.
+  template <class R = akt::message, class T>
+  result<R> ask_grain(const grain_identity& to, T&& msg, std::chrono::nanoseconds timeout) {
+    return detail::reply_as<R>(
+        detail::ask_from_grain(env_, &to, nullptr, akt::message(std::forward<T>(msg)), timeout));
+  }
+  template <class R = akt::message, class T>
+  result<R> ask_actor(const pid& to, T&& msg, std::chrono::nanoseconds timeout) {
+    return detail::reply_as<R>(
+        detail::ask_from_grain(env_, nullptr, &to, akt::message(std::forward<T>(msg)), timeout));
+  }
+  template <class R = akt::message, class T>
+  result<R> ask_actor(std::string_view name, T&& msg, std::chrono::nanoseconds timeout) {
+    auto to = lookup_actor(name);
+    if (!to) return to.error();
+    return ask_actor<R>(*to, std::forward<T>(msg), timeout);
+  }
+
+  // ---- non-blocking requests (need reentrancy) ----
+  // Sends msg as an ask and returns at once; then(ctx, reply) runs later on this grain's turn
+  // with the answer or the error (request_timeout after options.timeout, dead, unhandled,
+  // no_reply, ...). Refused with reentrancy_disabled when the mode is off, and with
+  // reentrancy_in_flight_limit when max_in_flight requests are already pending. While a
+  // request is in flight the grain is not deactivated for idleness. Inside `then`, answer an
+  // earlier message through its grain_reply (defer_response); ctx's own answers go nowhere.
+  template <class R = akt::message, class T, class F>
+  result<request_handle> request_grain(const grain_identity& to, T&& msg, F&& then,
+                                       grain_request_options options = {}) {
+    return request_message(&to, nullptr, akt::message(std::forward<T>(msg)),
+                           wrap<R>(std::forward<F>(then)), options);
+  }
+  template <class R = akt::message, class T, class F>
+  result<request_handle> request_actor(const pid& to, T&& msg, F&& then,
+                                       grain_request_options options = {}) {
+    return request_message(nullptr, &to, akt::message(std::forward<T>(msg)),
+                           wrap<R>(std::forward<F>(then)), options);
+  }
+  template <class R = akt::message, class T, class F>
+  result<request_handle> request_actor(std::string_view name, T&& msg, F&& then,
+                                       grain_request_options options = {}) {
+    auto to = lookup_actor(name);
+    if (!to) return to.error();
+    return request_actor<R>(*to, std::forward<T>(msg), std::forward<F>(then), options);
+  }
+
+  // Takes the answer owed for this message out of the call, to be given later (see
+  // grain_reply). on_receive's return then answers nothing.
+  grain_reply defer_response();
+
+  // ---- piping (work off the grain's turn) ----
+  // Runs task() on the system's blocking pool and delivers its result as a message: a T for a
+  // task returning T (or a result<T> holding one); akt::status_failure{error} when it returns an
+  // error, throws, or has not finished within timeout (> 0). To this grain's identity (a
+  // passivated grain is activated again), to another grain, or to an actor.
+  template <class F>
+  error pipe_to_self(F&& task,
+                     std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero()) {
+    const grain_identity me = self();
+    return detail::pipe_from_grain(env_, &me, nullptr, detail::wrap_task(std::forward<F>(task)),
+                                   timeout);
+  }
+  template <class F>
+  error pipe_to_grain(const grain_identity& to, F&& task,
+                      std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero()) {
+    return detail::pipe_from_grain(env_, &to, nullptr, detail::wrap_task(std::forward<F>(task)),
+                                   timeout);
+  }
+  template <class F>
+  error pipe_to_actor(const pid& to, F&& task,
+                      std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero()) {
+    return detail::pipe_from_grain(env_, nullptr, &to, detail::wrap_task(std::forward<F>(task)),
+                                   timeout);
+  }
+  template <class F>
+  error pipe_to_actor(std::string_view name, F&& task,
+                      std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero()) {
+    auto to = lookup_actor(name);
+    if (!to) return to.error();
+    return pipe_to_actor(*to, std::forward<F>(task), timeout);
+  }
+
+  // ---- activation timers ----
+  // Messages to this activation, once after `delay`, every `interval`, or on a cron expression
+  // (5 or 6 fields, in `zone`). They live with the activation: deactivation cancels them and
+  // they never activate the grain again. Ticks are ordinary messages in mailbox order; they do
+  // not hold off idle deactivation unless options.keep_alive. Returns the timer's reference.
+  template <class T>
+  result<std::string> schedule_once(T&& msg, std::chrono::nanoseconds delay,
+                                    grain_timer_options o = {}) {
+    return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
+                               detail::timer_spec{delay, {}, {}, 0}, std::move(o));
+  }
+  template <class T>
+  result<std::string> schedule(T&& msg, std::chrono::nanoseconds interval,
+                               grain_timer_options o = {}) {
+    return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
+                               detail::timer_spec{interval, {}, {}, 1}, std::move(o));
+  }
+  template <class T>
+  result<std::string> schedule_with_cron(T&& msg, std::string_view expression,
+                                         std::string_view zone = "UTC",
+                                         grain_timer_options o = {}) {
+    return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
+                               detail::timer_spec{{}, expression, zone, 2}, std::move(o));
+  }
+  // Cancels the timer; errc::schedule_not_found when no live timer has that reference.
+  error cancel_schedule(std::string_view reference) {
+    return detail::cancel_grain_timer(&host_, reference);
+  }
+
   // Internal (the host): whether an answer was given; marks the call over.
   bool answered() const noexcept { return answered_; }
   void finish() noexcept { done_ = true; }
@@ -105,6 +271,15 @@ class grain_context {
  private:
   result<pid> lookup_actor(std::string_view name) const;
   error tell_grain_message(const grain_identity& to, akt::message msg);
+  result<request_handle> request_message(const grain_identity* grain, const pid* actor,
+                                         akt::message msg, detail::grain_continuation then,
+                                         const grain_request_options& options);
+  template <class R, class F>
+  static detail::grain_continuation wrap(F&& f) {
+    return [f = std::forward<F>(f)](grain_context& ctx, result<akt::message> reply) mutable {
+      f(ctx, detail::reply_as<R>(std::move(reply)));
+    };
+  }
 
   receive_context& env_;
   detail::grain_host_base& host_;

@@ -19,6 +19,7 @@
 #include "akt/actor/actor.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/detail/actor_cell.hpp"
+#include "akt/actor/schedule.hpp"
 #include "akt/core/message.hpp"
 #include "akt/core/result.hpp"
 #include "akt/grain/grain.hpp"
@@ -29,6 +30,22 @@ namespace akt {
 namespace detail {
 
 struct grain_kind;
+struct grain_timer_table;
+
+// Signals the end of an activation to the resolvers that wait for it.
+struct activation_gate {
+  std::atomic<int> done{0};  // writer: the activating thread (release); readers: waiters (acquire)
+  error result;              // written before done
+};
+
+// The directory's record of one activation, embedded in the activation itself so that the
+// directory allocates nothing per grain. Fields are guarded by the directory (its shard lock).
+struct directory_link {
+  actor_cell* cell = nullptr;             // the activation; its path is the key
+  directory_link* next = nullptr;         // the shard's chain
+  std::uint32_t hash = 0;                 // of the key
+  std::shared_ptr<activation_gate> gate;  // set while the activation runs
+};
 
 // The actor that hosts one activation of a grain (inside the activation's cell). The grain
 // object lives in the derived grain_host<T>, so a fresh instance can be built in place when
@@ -36,12 +53,15 @@ struct grain_kind;
 class grain_host_base : public actor {
  public:
   explicit grain_host_base(const grain_kind* kind) noexcept : kind_(kind) {}
+  ~grain_host_base() override;
   error pre_start(actor_context& ctx) final;
   void receive(receive_context& ctx) final;
   void post_stop(actor_context& ctx) final;
 
   // For the grain layer (turn owner only, or before start).
   const grain_kind* kind() const noexcept { return kind_; }
+  const grain_settings& settings() const noexcept { return *settings_; }
+  actor_cell* cell() const noexcept { return cell_; }
 
  protected:
   virtual grain* build_instance() = 0;
@@ -57,9 +77,19 @@ class grain_host_base : public actor {
   // grain_deactivated. for_stop: a failure is also named in actor_system::stop's error.
   error deactivate(actor_system& sys, actor_cell* cell, bool for_stop);
 
+  // Cancels the activation's timers; later ones are refused until the next activation.
+  void stop_timers() noexcept;
+  // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
+  bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
+
   const grain_kind* kind_;
+  actor_cell* cell_ = nullptr;  // the hosting cell; set before start
+  directory_link link_;         // this activation's entry in the grain directory
   // The activation's settled options. Written by the layer before start, then read-only.
   std::shared_ptr<const grain_settings> settings_;
+  // Turn owner: the activation's timers (allocated on first use, so idle grains without timers
+  // pay one pointer).
+  grain_timer_table* timers_ = nullptr;  // owned (a raw pointer: the type is private)
   // During start only: where pre_start leaves on_activate's own error for the activating caller.
   error* activation_error_ = nullptr;
   // Turn owner: set when a reactivation failed; every waiting message gets this error.
@@ -73,7 +103,11 @@ class grain_host_base : public actor {
   // Turn owner: user messages handled, and the count when the idle timer was armed.
   std::uint32_t handled_ = 0;
   std::uint32_t handled_at_arm_ = 0;
-  bool deactivated_ = false;  // turn owner: on_deactivate ran for the current instance
+  // Turn owner: which activation of this cell is current; a timer tick of an earlier one is
+  // dropped.
+  std::uint32_t generation_ = 0;
+  bool deactivated_ = false;     // turn owner: on_deactivate ran for the current instance
+  bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
 };
 
 template <class T>
@@ -111,6 +145,8 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
                                   std::chrono::nanoseconds timeout);
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender);
+result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, message msg,
+                                    const timer_spec& spec);
 
 template <class T>
 constexpr std::string_view grain_kind_name() noexcept {
@@ -167,6 +203,33 @@ template <class M>
 error tell_grain(actor_system& sys, const grain_identity& id, M&& msg,
                  grain_tell_options opts = {}) {
   return detail::tell_grain_message(sys, id, message(std::forward<M>(msg)), opts, nullptr);
+}
+
+// ---- scheduled delivery ----
+// Delivers msg to the grain later (once after `delay`, every `interval`, or on a cron expression
+// in `zone`) by a one-way tell, activating the grain again if it was deactivated. Unlike the
+// grain's own timers, these outlive activations; cancel, pause and resume them through the ref
+// (actor_system::schedules lists them, naming the grain). A delivery that fails (the activation
+// fails, a full mailbox) is published as a dead letter. Errors: invalid_actor_name,
+// grain_kind_unknown (register the kind first), and the scheduler's (invalid_cron, ...).
+template <class M>
+result<schedule_ref> schedule_grain_once(actor_system& sys, const grain_identity& id, M&& msg,
+                                         std::chrono::nanoseconds delay) {
+  return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
+                                detail::timer_spec{delay, {}, {}, 0});
+}
+template <class M>
+result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, M&& msg,
+                                    std::chrono::nanoseconds interval) {
+  return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
+                                detail::timer_spec{interval, {}, {}, 1});
+}
+template <class M>
+result<schedule_ref> schedule_grain_with_cron(actor_system& sys, const grain_identity& id, M&& msg,
+                                              std::string_view expression,
+                                              std::string_view zone = "UTC") {
+  return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
+                                detail::timer_spec{{}, expression, zone, 2});
 }
 
 // ---- inspection ----
