@@ -1,20 +1,22 @@
 #pragma once
 // Helpers shared by the akt benchmark programs: a heap-allocation counter, a completion counter
 // that a receiver bumps once per processed message and a timing thread waits on, a team of
-// persistent producer threads released in rounds, percentiles and heap measurements.
+// persistent producer threads released in rounds, percentiles, heap and resident-set measurements.
 //
 // Allocation counting: exactly one translation unit of a program defines
 // AKT_BENCH_REPLACE_OPERATOR_NEW before including this header. That unit then replaces every
 // form of the global operator new and delete (plain, array, aligned, nothrow, sized) with
-// versions that count calls with a relaxed atomic and are backed by malloc / aligned_alloc /
+// versions that count calls in per-thread counters and are backed by malloc / aligned_alloc /
 // free. Every other unit (and a program that defines nothing) sees only the counter's accessor.
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <new>
@@ -31,19 +33,40 @@ namespace akt_bench {
 // Allocation counter
 
 namespace detail {
-// Writers: every replaced operator new / delete (relaxed fetch_add). Readers: the timing thread,
-// before and after a timed region (relaxed: the region's own synchronisation orders them).
-inline std::atomic<std::uint64_t> allocations{0};
-inline std::atomic<std::uint64_t> deallocations{0};
+// One pair of counters per thread (threads beyond k_count_slots share slots): a single pair
+// shared by every thread turned each allocation into a cache-line transfer between cores, which
+// slowed the multi-threaded shapes in proportion to how often they allocate and so measured the
+// counter rather than akt.
+// Writers: the replaced operator new / delete of the slot's threads (relaxed fetch_add).
+// Readers: the timing thread, before and after a timed region (relaxed: the region's own
+// synchronisation orders them).
+struct alignas(64) count_slot {
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> deallocations{0};
+};
+constexpr std::size_t k_count_slots = 64;  // bounds the sum's cost; more threads share slots
+inline count_slot count_slots[k_count_slots];
+inline std::atomic<std::size_t> next_count_slot{0};
+
+// The calling thread's slot, picked on its first allocation (allocates nothing itself).
+inline count_slot& my_count_slot() noexcept {
+  thread_local count_slot* slot =
+      &count_slots[next_count_slot.fetch_add(1, std::memory_order_relaxed) % k_count_slots];
+  return *slot;
+}
 }  // namespace detail
 
 // Heap allocations through operator new since program start (0 unless the program replaced
 // operator new, see above).
 inline std::uint64_t allocation_count() noexcept {
-  return detail::allocations.load(std::memory_order_relaxed);
+  std::uint64_t n = 0;
+  for (const auto& s : detail::count_slots) n += s.allocations.load(std::memory_order_relaxed);
+  return n;
 }
 inline std::uint64_t deallocation_count() noexcept {
-  return detail::deallocations.load(std::memory_order_relaxed);
+  std::uint64_t n = 0;
+  for (const auto& s : detail::count_slots) n += s.deallocations.load(std::memory_order_relaxed);
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -78,6 +101,19 @@ inline unsigned pair_count() noexcept {
 inline std::size_t heap_in_use() noexcept {
   const struct mallinfo2 mi = ::mallinfo2();
   return mi.uordblks + mi.hblkhd;
+}
+
+// Bytes of the process resident in memory (the resident set, /proc/self/statm), or 0 when it
+// cannot be read. Unlike heap_in_use it includes what malloc keeps but does not use.
+inline std::size_t resident_bytes() noexcept {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0;
+  unsigned long resident = 0;
+  const int got = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  if (got != 2) return 0;
+  return static_cast<std::size_t>(resident) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 // The q-quantile (0..1) of v (sorted in place), nearest-rank.
@@ -216,11 +252,11 @@ class thread_team {
 
 namespace akt_bench::detail {
 inline void* counted_malloc(std::size_t n) noexcept {
-  allocations.fetch_add(1, std::memory_order_relaxed);
+  my_count_slot().allocations.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n == 0 ? 1 : n);
 }
 inline void* counted_aligned(std::size_t n, std::align_val_t al) noexcept {
-  allocations.fetch_add(1, std::memory_order_relaxed);
+  my_count_slot().allocations.fetch_add(1, std::memory_order_relaxed);
   auto a = static_cast<std::size_t>(al);
   if (a < sizeof(void*)) a = sizeof(void*);
   // aligned_alloc wants a size that is a multiple of the alignment.
@@ -229,7 +265,7 @@ inline void* counted_aligned(std::size_t n, std::align_val_t al) noexcept {
 }
 inline void counted_free(void* p) noexcept {
   if (p == nullptr) return;
-  deallocations.fetch_add(1, std::memory_order_relaxed);
+  my_count_slot().deallocations.fetch_add(1, std::memory_order_relaxed);
   std::free(p);
 }
 }  // namespace akt_bench::detail
