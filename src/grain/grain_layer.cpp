@@ -11,10 +11,11 @@
 // Deactivation. The idle timer only enqueues a check message. On the grain's turn, with no
 // message waiting and none handled since the timer was armed, on_deactivate runs; then, under
 // the directory's shard lock, the activation leaves the directory if its mailbox is still
-// empty. Otherwise the messages that arrived during on_deactivate stay in the same mailbox and
-// a fresh instance is built and activated in place, so they reach a fresh activation in arrival
-// order. A sender that took the activation from the directory just before it left may find its
-// cell closed: it gets errc::dead, and a resend activates the grain again.
+// empty. Otherwise what arrived during on_deactivate stays in the same mailbox, and the first
+// user message among it activates a fresh instance in place, so those messages reach a fresh
+// activation in arrival order (timer ticks of the ended activation are dropped). A sender that took
+// the activation from the directory just before it left may find its cell closed: it gets
+// errc::dead, and a resend activates the grain again.
 //
 // Requests, timers, pipes. A grain's non-blocking requests are the actor layer's requests made
 // from the host: continuations run on the grain's turn, and stash_non_reentrant is the request's
@@ -523,7 +524,10 @@ void grain_host_base::receive(receive_context& ctx) {
     stop_timers();
     drop_instance();
     (void)layer.leave(cell, false);
-    ctx.stop_self();
+    // Whatever is queued behind the marker was sent after the shutdown began: it is refused
+    // like a send that would activate (below, as it is reached), not handed to a new instance.
+    failing_ = errc::system_shutting_down;
+    if (cell->user_backlog_empty()) ctx.stop_self();
     return;
   }
   if (ctx.is<grain_idle_check>()) {
@@ -541,20 +545,24 @@ void grain_host_base::receive(receive_context& ctx) {
       ctx.stop_self();
       return;
     }
-    // Messages arrived during on_deactivate: a fresh instance, in place, handles them (or, if
-    // it cannot be activated, answers each with the activation's error).
-    if (error e = activate(ctx.system(), cell))
-      failing_ = e;
-    else
-      layer.count_activation();
+    // Something arrived during on_deactivate. The activation stays in the directory without
+    // an instance: the first user message it reaches activates a fresh one in place (below),
+    // so those messages reach a fresh activation in arrival order, while timer ticks of the
+    // ended activation are dropped and never activate it. Once the shutdown began nothing is
+    // activated: they are refused.
+    if (layer.closing()) failing_ = errc::system_shutting_down;
     return;
   }
 
   if (auto* tick = ctx.get_if<grain_tick>()) {
     // A timer tick: not counted against the mailbox capacity; activity only with keep_alive; a
     // tick of an earlier activation (or one after deactivation) is dropped.
-    if (tick->generation != generation_ || instance() == nullptr || deactivated_ || failing_)
+    if (tick->generation != generation_ || instance() == nullptr || deactivated_ || failing_) {
+      // A dormant activation (see the idle check) that had only ticks waiting goes now.
+      if (instance() == nullptr && cell->user_backlog_empty() && layer.leave(cell, true))
+        ctx.stop_self();
       return;
+    }
     if (tick->keep_alive) ++handled_;
     message inner = std::move(tick->inner);
     ctx.message() = std::move(inner);
@@ -565,9 +573,19 @@ void grain_host_base::receive(receive_context& ctx) {
   // A user message.
   if (settings_->mailbox_capacity != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
   ++handled_;
-  if (failing_ || instance() == nullptr) {
-    // A failed reactivation: every waiting message gets its error; then the activation goes.
-    const error why = failing_ ? failing_ : error(errc::dead);
+  if (!failing_ && instance() == nullptr) {
+    // Dormant since an idle deactivation: this message activates a fresh instance in place.
+    if (layer.closing())
+      failing_ = errc::system_shutting_down;
+    else if (error e = activate(ctx.system(), cell))
+      failing_ = e;
+    else
+      layer.count_activation();
+  }
+  if (failing_) {
+    // A failed reactivation, or the shutdown: every waiting message gets the error; then the
+    // activation goes.
+    const error why = failing_;
     if (ctx.expects_reply())
       ctx.respond_error(why);
     else

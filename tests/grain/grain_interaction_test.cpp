@@ -670,4 +670,34 @@ TEST(Grain_Scheduling, InvalidTargetsAreRefusedWhenScheduling) {
             errc::invalid_cron);
 }
 
+// ---- shutdown ----
+
+TEST(Grain_Shutdown, MessagesQueuedBehindTheDeactivationAreRefusedWithSystemShuttingDown) {
+  fixture f("gsd-behind");
+  const auto id = f.id("a");
+  std::mutex mutex;
+  std::vector<errc> refused;  // reasons of dead letters carrying a note
+  auto sub = f.sys.events().subscribe<akt::dead_letter>([&](const akt::dead_letter& d) {
+    if (!d.msg.is<note>()) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    refused.push_back(d.reason.code());
+  });
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, note{"first"}));
+  akt::grain_tell_options one_way;
+  one_way.one_way = true;
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, wait_for_release{}, one_way));
+  ASSERT_TRUE(eventually([&] { return f.j->waiting.load() == 1; }));
+  // Delivered by the timer while the shutdown waits for the busy grain: behind its marker.
+  ASSERT_TRUE(akt::schedule_grain_once(f.sys, id, note{"late"}, 100ms));
+  std::thread stopper([&] { (void)f.sys.stop(); });
+  std::this_thread::sleep_for(300ms);
+  f.j->release = true;
+  stopper.join();
+  EXPECT_FALSE(f.j->has("a:late")) << "nothing queued behind the deactivation is handled";
+  EXPECT_EQ(f.j->activations.load(), 1) << "and no activation happens for it";
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], errc::system_shutting_down);
+}
+
 }  // namespace
