@@ -307,6 +307,35 @@ BENCHMARK(BM_Tell)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 constexpr std::uint64_t k_ask_batch = 2000;
 
+// Times rounds of the pairwise round-trip shape: n caller threads each make k_ask_batch
+// sequential calls call(i, k) (true = the call failed). Shared by AskPairwise and the grain
+// round trips so all measure alike.
+template <class Call>
+void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call) {
+  std::atomic<std::uint64_t> failures{0};
+  thread_team callers(n, [&](unsigned i) {
+    for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
+      if (call(i, k)) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  callers.run_round();  // warm-up
+  if (failures.load() != 0) return state.SkipWithError("warm-up call failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    callers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) {
+      state.SkipWithError("call failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t calls = timed_rounds * k_ask_batch * n;
+  r.report(state, &bs.sys, calls, calls);
+  state.counters["pairs"] = n;
+}
+
 void BM_AskPairwise(benchmark::State& state) {
   const unsigned n = akt_bench::pair_count();
   bench_system bs(state);
@@ -316,30 +345,10 @@ void BM_AskPairwise(benchmark::State& state) {
     echoes.push_back(spawn_or_fail<echo>(state, bs.sys, "echo-" + std::to_string(i)));
     if (!echoes.back()) return;
   }
-  std::atomic<std::uint64_t> failures{0};
-  thread_team askers(n, [&](unsigned i) {
-    const akt::pid& to = echoes[i];
-    for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
-      auto r = to.ask<long>(ping{static_cast<long>(k)}, k_ask_timeout);
-      if (!r || *r != 1L) failures.fetch_add(1, std::memory_order_relaxed);
-    }
+  run_pairwise_calls(state, bs, n, [&](unsigned i, std::uint64_t k) {
+    auto r = echoes[i].ask<long>(ping{static_cast<long>(k)}, k_ask_timeout);
+    return !r || *r != 1L;
   });
-  askers.run_round();  // warm-up
-  if (failures.load() != 0) return state.SkipWithError("warm-up ask failed");
-
-  std::uint64_t timed_rounds = 0;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    askers.run_round();
-    if (failures.load(std::memory_order_relaxed) != 0) {
-      state.SkipWithError("ask failed");
-      break;
-    }
-    ++timed_rounds;
-  }
-  const std::uint64_t asks = timed_rounds * k_ask_batch * n;
-  r.report(state, &bs.sys, asks, asks);
-  state.counters["pairs"] = n;
 }
 BENCHMARK(BM_AskPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -842,35 +851,14 @@ void grain_round_trips(benchmark::State& state, bool ask) {
   if (!bs.ok) return;
   const auto ids = pair_grains<echo_grain>(state, bs.sys, "echo", n);
   if (ids.empty()) return;
-  std::atomic<std::uint64_t> failures{0};
-  thread_team callers(n, [&](unsigned i) {
-    const akt::grain_identity& to = ids[i];
-    for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
-      if (ask) {
-        auto r = akt::ask_grain<long>(bs.sys, to, ping{static_cast<long>(k)}, k_ask_timeout);
-        if (!r || *r != 1L) failures.fetch_add(1, std::memory_order_relaxed);
-      } else if (akt::tell_grain(bs.sys, to, ping{static_cast<long>(k)},
-                                 {.timeout = k_ask_timeout})) {
-        failures.fetch_add(1, std::memory_order_relaxed);
-      }
+  run_pairwise_calls(state, bs, n, [&](unsigned i, std::uint64_t k) {
+    if (ask) {
+      auto r = akt::ask_grain<long>(bs.sys, ids[i], ping{static_cast<long>(k)}, k_ask_timeout);
+      return !r || *r != 1L;
     }
+    return static_cast<bool>(
+        akt::tell_grain(bs.sys, ids[i], ping{static_cast<long>(k)}, {.timeout = k_ask_timeout}));
   });
-  callers.run_round();  // warm-up
-  if (failures.load() != 0) return state.SkipWithError("warm-up call failed");
-
-  std::uint64_t timed_rounds = 0;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    callers.run_round();
-    if (failures.load(std::memory_order_relaxed) != 0) {
-      state.SkipWithError(ask ? "ask_grain failed" : "tell_grain failed");
-      break;
-    }
-    ++timed_rounds;
-  }
-  const std::uint64_t calls = timed_rounds * k_ask_batch * n;
-  r.report(state, &bs.sys, calls, calls);
-  state.counters["pairs"] = n;
 }
 
 void BM_GrainAskPairwise(benchmark::State& state) { grain_round_trips(state, true); }
