@@ -86,6 +86,7 @@ class grain_directory {
 };
 
 // link_of finds the link embedded in an activation's cell.
-std::unique_ptr<grain_directory> make_local_grain_directory(directory_link& (*link_of)(actor_cell*));
+std::unique_ptr<grain_directory> make_local_grain_directory(
+    directory_link& (*link_of)(actor_cell*));
 
 }  // namespace akt::detail
