@@ -412,7 +412,8 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   const grain_identity id = identity_of(kind_, cell);
   const grain_settings& settings = *settings_;
   const auto deadline = std::chrono::steady_clock::now() + settings.activation_timeout;
-  ++generation_;  // ticks of an earlier activation's timers are stale from here on
+  ++generation_;          // ticks of an earlier activation's timers are stale from here on
+  reentrancy_mode_ = -1;  // a new activation starts from its options
   timers_stopped_ = false;
   error last;
   for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
@@ -932,10 +933,14 @@ result<request_handle> grain_context::request_message(const grain_identity* grai
                                                       detail::grain_continuation then,
                                                       const grain_request_options& options) {
   using namespace detail;
-  const grain_reentrancy& policy = host_.settings().reentrancy;
+  const grain_reentrancy policy = host_.reentrancy();
+  if (policy.mode == reentrancy_mode::off) {
+    return error(errc::reentrancy_disabled,
+                 "enable reentrancy on the grain kind, or with ctx.enable_reentrancy");
+  }
   const reentrancy_mode mode = options.mode.value_or(policy.mode);
   if (mode == reentrancy_mode::off) {
-    return error(errc::reentrancy_disabled, "enable reentrancy on the grain kind to make requests");
+    return error(errc::reentrancy_disabled, "a request with its mode set to off");
   }
   actor_cell* self = context_access::receiver(env_);
   if (policy.max_in_flight != 0) {
@@ -979,6 +984,13 @@ result<request_handle> grain_context::request_message(const grain_identity* grai
   return env_.request<akt::message>(to, std::move(msg), options.timeout, std::move(continuation),
                                     ro);
 }
+
+void grain_context::enable_reentrancy(grain_reentrancy r) {
+  if (r.mode == reentrancy_mode::off) r.mode = reentrancy_mode::allow_all;
+  host_.set_reentrancy(r);
+}
+
+void grain_context::disable_reentrancy() { host_.set_reentrancy({reentrancy_mode::off, 0}); }
 
 grain_reply grain_context::defer_response() {
   grain_reply r;

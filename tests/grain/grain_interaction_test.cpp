@@ -124,6 +124,8 @@ struct stop_timer {
 struct tick {
   std::string label;
 };
+struct reentrancy_on {};
+struct reentrancy_off {};
 
 // "text" for a value, the error's code otherwise.
 std::string outcome(const akt::result<std::string>& v) {
@@ -300,6 +302,12 @@ struct relay final : akt::grain {
         ctx.err(e);
       else
         ctx.no_err();
+    } else if (ctx.is<reentrancy_on>()) {
+      ctx.enable_reentrancy();
+      ctx.no_err();
+    } else if (ctx.is<reentrancy_off>()) {
+      ctx.disable_reentrancy();
+      ctx.no_err();
     } else if (auto* t = ctx.get_if<tick>()) {
       j->add(me.name + ":tick " + t->label);
       if (ctx.expects_answer()) j->add("a tick expects an answer");
@@ -356,6 +364,26 @@ TEST(Grain_Reentrancy, RequestsAreRefusedWhileReentrancyIsOff) {
   auto e = akt::tell_grain(f.sys, f.id("a"), request_echo{f.id("b"), 1s});
   EXPECT_EQ(e.code(), errc::reentrancy_disabled);
   EXPECT_EQ(f.j->activations.load(), 1) << "the refused request activated nobody";
+}
+
+TEST(Grain_Reentrancy, EnabledAtRuntimeItLastsForThisActivationOnly) {
+  akt::grain_options o;
+  o.deactivate_after = 20ms;
+  fixture f("gr-runtime", o);
+  const auto id = f.id("a");
+  ASSERT_EQ(akt::tell_grain(f.sys, id, request_echo{f.id("b"), 1s}).code(),
+            errc::reentrancy_disabled);
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, reentrancy_on{}));
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, request_echo{f.id("b"), 1s}));
+  EXPECT_TRUE(eventually([&] { return f.j->has("a:echo reply echo from b"); }));
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, reentrancy_off{}));
+  EXPECT_EQ(akt::tell_grain(f.sys, id, request_echo{f.id("b"), 1s}).code(),
+            errc::reentrancy_disabled);
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, reentrancy_on{}));
+  // After an idle deactivation the next activation starts from the kind's options (off).
+  ASSERT_TRUE(eventually([&] { return akt::active_grains(f.sys).empty(); }));
+  EXPECT_EQ(akt::tell_grain(f.sys, id, request_echo{f.id("b"), 1s}).code(),
+            errc::reentrancy_disabled);
 }
 
 TEST(Grain_Reentrancy, ARequestCycleCompletesWithReentrancyOn) {

@@ -118,7 +118,8 @@ struct grain_reentrancy {
 struct grain_request_options {
   // The continuation gets errc::request_timeout after this long. Default 5 s; zero: none.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);
-  // This request's mode instead of the activation's (it must not be off for the request to go).
+  // This request's mode (allow_all or stash_non_reentrant) instead of the activation's; the
+  // activation must have reentrancy on for requests at all.
   std::optional<reentrancy_mode> mode = std::nullopt;
 };
 

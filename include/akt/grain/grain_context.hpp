@@ -198,6 +198,12 @@ class grain_context {
     return request_actor<R>(*to, std::forward<T>(msg), std::forward<F>(then), options);
   }
 
+  // Changes this activation's reentrancy until it is deactivated (the next activation starts
+  // from the kind's options again). Requests already in flight are not affected. A mode of off
+  // given to enable_reentrancy means allow_all.
+  void enable_reentrancy(grain_reentrancy r = {reentrancy_mode::allow_all, 0});
+  void disable_reentrancy();
+
   // Takes the answer owed for this message out of the call, to be given later (see
   // grain_reply). on_receive's return then answers nothing.
   grain_reply defer_response();

@@ -61,6 +61,15 @@ class grain_host_base : public actor {
   // For the grain layer (turn owner only, or before start).
   const grain_kind* kind() const noexcept { return kind_; }
   const grain_settings& settings() const noexcept { return *settings_; }
+  // The activation's reentrancy: set at runtime, or the settings'.
+  grain_reentrancy reentrancy() const noexcept {
+    if (reentrancy_mode_ < 0) return settings_->reentrancy;
+    return {static_cast<reentrancy_mode>(reentrancy_mode_), reentrancy_max_};
+  }
+  void set_reentrancy(grain_reentrancy r) noexcept {
+    reentrancy_mode_ = static_cast<std::int8_t>(r.mode);
+    reentrancy_max_ = static_cast<std::uint32_t>(r.max_in_flight);
+  }
   actor_cell* cell() const noexcept { return cell_; }
 
  protected:
@@ -106,6 +115,10 @@ class grain_host_base : public actor {
   // Turn owner: which activation of this cell is current; a timer tick of an earlier one is
   // dropped.
   std::uint32_t generation_ = 0;
+  // Turn owner: the reentrancy set at runtime for this activation (grain_context::
+  // enable_reentrancy); mode -1 = the settings'. Packed: it is in every idle grain.
+  std::uint32_t reentrancy_max_ = 0;
+  std::int8_t reentrancy_mode_ = -1;
   bool deactivated_ = false;     // turn owner: on_deactivate ran for the current instance
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
 };
