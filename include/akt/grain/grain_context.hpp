@@ -6,7 +6,8 @@
 // wins; later ones are ignored. A handler that returns without answering an ask or an
 // acknowledged tell completes it with errc::no_reply at once (rather than leaving the caller
 // to time out). For a one-way tell there is nobody to answer: err, unhandled and exceptions
-// are published as dead letters naming the grain.
+// are published as dead letters naming the grain. defer_response hands the answer to a
+// grain_reply for a later turn.
 
 #include <chrono>
 #include <functional>
@@ -129,7 +130,7 @@ class grain_context {
   void err(error e);
   void unhandled();
 
-  // ---- sending from inside (none of these blocks the worker) ----
+  // ---- one-way sends from inside (they never wait for the target) ----
   // Tells an actor, with this grain's activation as the sender.
   template <class T>
   error tell_actor(const pid& to, T&& msg) {

@@ -3,8 +3,9 @@
 //
 // Thread safety: every function may be called from any thread. ask_grain and acknowledged
 // tell_grain block their caller; on a dispatcher worker (inside an actor or a grain) they
-// return errc::blocking_on_worker without sending (use a one-way tell there). Activating a
-// grain runs its on_activate on the thread that sent the activating message.
+// return errc::blocking_on_worker without sending (inside a grain, use the grain context's
+// one-way tell, its bounded ask_grain, or a request). Activating a grain runs its on_activate
+// on the thread that sent the activating message.
 
 #include <atomic>
 #include <chrono>
