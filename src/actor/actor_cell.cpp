@@ -155,22 +155,16 @@ cell_extras& actor_cell::extras() {
 // producers
 
 error actor_cell::deliver(receive_context* env) noexcept {
-  context_access::receiver(*env) = this;
-  // Fast path: a user message to a live actor with the default mailbox.
-  if (AKT_LIKELY(custom_ == nullptr && !env->message().is<poison_pill>() && system_->accepting() &&
-                 life() < life_state::stopping)) {
-    mpsc::push(inbox_head_, env);
-    if (try_schedule(observe())) system_->dispatcher_.schedule(this);
-    return {};
-  }
+  if (AKT_LIKELY(deliver_if_open(env))) return {};
   return deliver_slow(env);
 }
 
+// The fast path: a user message to a live actor with the default mailbox.
 bool actor_cell::deliver_if_open(receive_context* env) noexcept {
+  context_access::receiver(*env) = this;  // deliver_slow needs it too
   if (custom_ != nullptr || env->message().is<poison_pill>() || !system_->accepting() ||
       life() >= life_state::stopping)
     return false;
-  context_access::receiver(*env) = this;
   mpsc::push(inbox_head_, env);
   if (try_schedule(observe())) system_->dispatcher_.schedule(this);
   return true;
@@ -183,13 +177,10 @@ error actor_cell::deliver_slow(receive_context* env) noexcept {
     sysq_.push(env);
     observed = observe();
   } else {
-    error refusal;
-    if (!system_->accepting()) {
-      refusal = system_->state() == run_state::created ? errc::system_not_started
-                                                       : errc::system_shutting_down;
-    } else if (life() >= life_state::stopping) {
+    error refusal = system_->refusal();
+    if (!refusal && life() >= life_state::stopping) {
       refusal = errc::dead;
-    } else if (custom_) {
+    } else if (!refusal && custom_) {
       refusal = custom_->enqueue(env);
       if (refusal == errc::mailbox_disposed) refusal = errc::dead;
     }

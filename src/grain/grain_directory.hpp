@@ -59,25 +59,13 @@ class grain_directory {
   // visit's error, or the activation's.
   virtual error with_activation(std::string_view key, activator& how, visitor& v) = 0;
 
-  // The activation of key (a cell reference), activating it through `how` when there is none.
-  result<pid> resolve(std::string_view key, activator& how) {
-    struct take final : visitor {
-      pid p;
-      error visit(actor_cell* cell) override {
-        p = pid::share(cell);
-        return {};
-      }
-    } t;
-    if (error e = with_activation(key, how, t)) return e;
-    return std::move(t.p);
-  }
   // The activation of key if one is active (none is started), or an empty pid.
   virtual pid find(std::string_view key) = 0;
   // Withdraws cell's entry, if it is still the entry of its key. With require_empty only while
   // cell's mailbox is empty (the caller owns cell's turn), returning false when it is not.
   virtual bool release(actor_cell* cell, bool require_empty) = 0;
   // Removes the entry of a failing activation (see activator::start); the directory's
-  // reference is dropped by the resolve that ran the activation.
+  // reference is dropped by the with_activation that ran it.
   virtual void withdraw(actor_cell* cell) = 0;
   // The active cells (not those still activating).
   virtual std::vector<pid> active() = 0;

@@ -75,6 +75,10 @@ struct grain_tick {
   message inner;
 };
 
+// What grain_layer::visit returns for an identity without an activation when it may not
+// activate one (never seen outside this file).
+constexpr errc k_not_active = errc::actor_not_found;
+
 error caught(std::string_view where) {
   try {
     throw;
@@ -97,12 +101,9 @@ struct grain_host_access {
     return h.settings_;
   }
   static error*& activation_error(grain_host_base& h) noexcept { return h.activation_error_; }
-  static actor_cell*& cell(grain_host_base& h) noexcept { return h.cell_; }
   static directory_link& link(grain_host_base& h) noexcept { return h.link_; }
   // Whether the host has a live instance (not deactivated): a request's continuation runs then.
-  static bool serving(grain_host_base& h) noexcept {
-    return h.instance() != nullptr && !h.deactivated_;
-  }
+  static bool serving(grain_host_base& h) noexcept { return h.instance() != nullptr; }
   static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
   static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
   static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
@@ -157,14 +158,15 @@ class grain_layer final : public system_extension {
     return settle(base.get(), *per_call);
   }
 
-  // Visits the identity's activation (activating it if needed): see grain_directory.
+  // Visits the identity's activation (activating it if needed, unless may_activate is false:
+  // then an identity without one gives k_not_active): see grain_directory.
   error visit(const grain_kind* kind, std::string_view name, const grain_options* per_call,
-              grain_directory::visitor& v) {
+              grain_directory::visitor& v, bool may_activate = true) {
     if (error e = refuse_now()) return e;
     // The key is built in a per-thread buffer: no allocation per send once it has grown.
     thread_local std::string key;
     key.assign(kind->name).append(1, '/').append(name);
-    activation how(*this, kind, per_call, key, name);
+    activation how(*this, kind, per_call, key, name, may_activate);
     // An activation that finished after the shutdown began is rolled back like every other
     // activation (it gets the marker); its message is refused.
     struct unless_rolled_back final : grain_directory::visitor {
@@ -270,8 +272,8 @@ class grain_layer final : public system_extension {
   // through the cell's start (start).
   struct activation final : grain_directory::activator {
     activation(grain_layer& l, const grain_kind* k, const grain_options* o, std::string_view id,
-               std::string_view n)
-        : layer(l), kind(k), per_call(o), key(id), name(n) {}
+               std::string_view n, bool may)
+        : layer(l), kind(k), per_call(o), key(id), name(n), may_activate(may) {}
     result<directory_link*> create() override;
     error start(actor_cell* cell) override;
     grain_layer& layer;
@@ -279,6 +281,7 @@ class grain_layer final : public system_extension {
     const grain_options* per_call;
     std::string_view key;  // kind/name, the cell's path
     std::string_view name;
+    bool may_activate;
     bool activated = false;  // this call ran the activation, and it succeeded
   };
 
@@ -360,6 +363,7 @@ grain_identity identity_of(const grain_kind* kind, const actor_cell* cell) {
 }  // namespace
 
 result<directory_link*> grain_layer::activation::create() {
+  if (!may_activate) return k_not_active;
   if (layer.closing_.load(std::memory_order_acquire)) return errc::system_shutting_down;
   // Names are checked here, once per activation: an active grain's name was checked already.
   if (error e = validate_actor_name(name)) return e;
@@ -371,7 +375,6 @@ result<directory_link*> grain_layer::activation::create() {
   }
   cell->mark_grain();
   grain_host_base& host = grain_host_access::of(cell);
-  grain_host_access::cell(host) = cell;
   grain_host_access::settings(host) = layer.settings_for(kind, per_call);
   cell->add_ref();  // the directory's
   directory_link& link = grain_host_access::link(host);
@@ -442,9 +445,8 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
                        std::to_string(settings.activation_timeout.count() / 1'000'000) + " ms");
     }
     if (!last) break;
-    stop_timers();  // what the failed attempt scheduled goes with it
+    end_activation();  // what the failed attempt scheduled goes with it
     timers_stopped_ = false;
-    drop_instance();
   }
   auto& events = sys.events();
   if (last) {
@@ -453,7 +455,6 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
       events.publish(grain_activation_failed{id, last});
     return last;
   }
-  deactivated_ = false;
   handled_at_arm_ = handled_;
   arm_idle_timer(cell, settings.deactivate_after);
   if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
@@ -473,7 +474,7 @@ error grain_host_base::pre_start(actor_context& ctx) {
 
 error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_stop) {
   error e;
-  if (instance() != nullptr && !deactivated_) {
+  if (instance() != nullptr) {
     const grain_identity id = identity_of(kind_, cell);
     grain_props props(id, sys, *settings_, std::chrono::steady_clock::time_point::max(), this);
     timers_stopped_ = true;  // on_deactivate may not start timers
@@ -483,7 +484,6 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     } catch (...) {
       e = caught("on_deactivate");
     }
-    deactivated_ = true;
     if (e) {
       if (for_stop) layer_of(sys).report_deactivation_failure(id.str() + ": " + e.message());
       cell->system()->log(log_level::warning, id.str(), "on_deactivate: " + e.message());
@@ -491,10 +491,23 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     auto& events = sys.events();
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
   }
+  end_activation();
+  return e;
+}
+
+void grain_host_base::deactivate_for_stop(actor_system& sys, actor_cell* cell) {
+  grain_layer& layer = layer_of(sys);
+  if (layer.abandoned())
+    end_activation();
+  else
+    (void)deactivate(sys, cell, true);
+  (void)layer.leave(cell, false);
+}
+
+void grain_host_base::end_activation() noexcept {
   timers_stopped_ = true;
   stop_timers();
   drop_instance();
-  return e;
 }
 
 grain_host_base::~grain_host_base() { delete timers_; }
@@ -507,13 +520,8 @@ void grain_host_base::stop_timers() noexcept {
 
 void grain_host_base::post_stop(actor_context& ctx) {
   // Normally the instance is gone by now (deactivated). It is still here when the cell was
-  // stopped some other way; deactivate it then, unless the shutdown abandoned it.
-  grain_layer& layer = layer_of(ctx.system());
-  if (!layer.abandoned()) (void)deactivate(ctx.system(), ctx.self().cell(), true);
-  timers_stopped_ = true;
-  stop_timers();
-  drop_instance();
-  (void)layer.leave(ctx.self().cell(), false);
+  // stopped some other way.
+  deactivate_for_stop(ctx.system(), ctx.self().cell());
 }
 
 void grain_host_base::receive(receive_context& ctx) {
@@ -521,10 +529,7 @@ void grain_host_base::receive(receive_context& ctx) {
   grain_layer& layer = layer_of(cell->system());
 
   if (ctx.is<grain_shutdown_marker>()) {
-    if (!layer.abandoned()) (void)deactivate(ctx.system(), cell, true);
-    stop_timers();
-    drop_instance();
-    (void)layer.leave(cell, false);
+    deactivate_for_stop(ctx.system(), cell);
     // Whatever is queued behind the marker was sent after the shutdown began: it is refused
     // like a send that would activate (below, as it is reached), not handed to a new instance.
     failing_ = errc::system_shutting_down;
@@ -558,7 +563,7 @@ void grain_host_base::receive(receive_context& ctx) {
   if (auto* tick = ctx.get_if<grain_tick>()) {
     // A timer tick: not counted against the mailbox capacity; activity only with keep_alive; a
     // tick of an earlier activation (or one after deactivation) is dropped.
-    if (tick->generation != generation_ || instance() == nullptr || deactivated_ || failing_) {
+    if (tick->generation != generation_ || instance() == nullptr || failing_) {
       // A dormant activation (see the idle check) that had only ticks waiting goes now.
       if (instance() == nullptr && cell->user_backlog_empty() && layer.leave(cell, true))
         ctx.stop_self();
@@ -606,7 +611,7 @@ bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, boo
   } catch (...) {
     // No supervisor for grains: the caller gets the error and the grain keeps serving.
     error e = caught("on_receive");
-    cell->system()->log(log_level::warning, identity_of(kind_, cell).str(), e.message());
+    cell->system()->log(log_level::warning, cell->path(), e.message());  // path: kind/name
     g.err(std::move(e));
   }
   g.finish();
@@ -708,18 +713,24 @@ envelope* envelope_for(const pid& to, message msg) {
   return envelope_for(to.cell(), std::move(msg));
 }
 
-// The activation for id and an envelope to it holding msg. A message refused for a full mailbox
-// is published as a dead letter (with publish_all, every refusal is: senders that cannot report
-// an error, like timers). A message refused later (at delivery) keeps its reservation: such
-// refusals come only from a closing activation, whose counter goes with it.
+// Publishes a message refused before its enqueue as a dead letter naming the grain: always for
+// a full mailbox, and for every refusal with publish_all (senders that cannot report an error,
+// like timers).
+void publish_refused(system_core* core, message& msg, actor_cell* sender, const grain_identity& id,
+                     const error& e, bool publish_all = false) {
+  if (!publish_all && e.code() != errc::mailbox_full) return;
+  core->dead_letter(std::move(msg), pid::share(sender), pid(),
+                    error(e.code(), id.str() + ": " + e.message()));
+}
+
+// The activation for id and an envelope to it holding msg. A message refused later (at
+// delivery) keeps its reservation: such refusals come only from a closing activation, whose
+// counter goes with it.
 result<std::pair<pid, envelope*>> address(system_core* core, const grain_identity& id, message msg,
-                                          actor_cell* sender, bool publish_all = false) {
+                                          actor_cell* sender) {
   auto p = reach(layer_of(core), id);
   if (!p) {
-    if (publish_all || p.error().code() == errc::mailbox_full) {
-      core->dead_letter(std::move(msg), pid::share(sender), pid(),
-                        error(p.error().code(), id.str() + ": " + p.error().message()));
-    }
+    publish_refused(core, msg, sender, id, p.error());
     return p.error();
   }
   envelope* env = envelope_for(*p, std::move(msg));
@@ -729,8 +740,10 @@ result<std::pair<pid, envelope*>> address(system_core* core, const grain_identit
 // A one-way tell: the message goes into the mailbox while the directory holds the activation
 // (under its shard lock), so a send costs no reference count traffic on the grain's cell; only
 // a refusal (a closing cell) is delivered outside the lock, where its dead letter is published.
+// publish_all: see publish_refused. Without may_activate (a runtime thread that must not run
+// on_activate: the timer thread) a delivery that needs an activation moves to the blocking pool.
 error tell_one_way(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
-                   bool publish_all = false) {
+                   bool publish_all = false, bool may_activate = true) {
   grain_layer& layer = layer_of(core);
   auto kind = layer.find_kind(id.kind);
   struct enqueue final : grain_directory::visitor {
@@ -753,36 +766,40 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
       return {};
     }
   } v(id, msg, sender);
-  error e = kind ? layer.visit(*kind, id.name, nullptr, v) : kind.error();
+  error e = kind ? layer.visit(*kind, id.name, nullptr, v, may_activate) : kind.error();
+  if (e == k_not_active) {  // without may_activate only; msg is untouched
+    auto task = [core, id, publish_all, m = std::make_shared<message>(std::move(msg))] {
+      (void)tell_one_way(core, id, std::move(*m), nullptr, publish_all);
+    };
+    if (core->blocking_.submit(std::move(task))) return {};
+    e = errc::system_shutting_down;
+  }
   if (e) {
-    if (publish_all || e.code() == errc::mailbox_full) {
-      core->dead_letter(std::move(msg), pid::share(sender), pid(),
-                        error(e.code(), id.str() + ": " + e.message()));
-    }
+    publish_refused(core, msg, sender, id, e, publish_all);
     return e;
   }
   if (v.refused != nullptr) return v.refused_by.cell()->deliver(v.refused);
   return {};
 }
 
-// Delivers a timer's or a pipe's message to a grain from a runtime thread that must not run
-// user code for long (the timer thread): to an active grain directly, otherwise (the delivery
-// activates it) from the blocking pool.
+// Delivers a timer's or a pipe's message to a grain: every refusal is published, and
+// on_activate never runs on the timer thread.
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
-  grain_layer& layer = layer_of(core);
-  if (pid p = layer.find_active(id.str())) {
-    if (error e = reserve(p.cell(), id)) {
-      core->dead_letter(std::move(msg), pid(), p, e);
-      return e;
-    }
-    // A grain that deactivated just now refuses it with errc::dead, as a dead letter.
-    return deliver(nullptr, p.cell(), envelope_for(p, std::move(msg)));
+  return tell_one_way(core, id, std::move(msg), nullptr, true, false);
+}
+
+// Schedules msg to target as spec says.
+result<schedule_ref> schedule(scheduler& sched, schedule_target target, message msg,
+                              const timer_spec& spec) {
+  switch (spec.kind) {
+    case schedule_kind::once:
+      return sched.schedule_once(std::move(target), std::move(msg), spec.period);
+    case schedule_kind::interval:
+      return sched.schedule_every(std::move(target), std::move(msg), spec.period);
+    case schedule_kind::cron:
+      break;
   }
-  auto task = [core, id, m = std::make_shared<message>(std::move(msg))]() mutable {
-    (void)tell_one_way(core, id, std::move(*m), nullptr, true);
-  };
-  if (!core->blocking_.submit(std::move(task))) return errc::system_shutting_down;
-  return {};
+  return sched.schedule_cron(std::move(target), std::move(msg), spec.expression, spec.zone);
 }
 
 }  // namespace
@@ -798,11 +815,9 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
-  if (!opts.one_way) {
-    if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
-    if (on_worker_thread()) return errc::blocking_on_worker;
-  }
   if (opts.one_way) return tell_one_way(sys.core(), id, std::move(msg), sender);
+  if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (on_worker_thread()) return errc::blocking_on_worker;
   auto a = address(sys.core(), id, std::move(msg), sender);
   if (!a) return a.error();
   result<message> r =
@@ -873,7 +888,7 @@ result<std::string> grain_timer(grain_host_base* host, message msg, const timer_
                                               : std::move(options.reference);
   (void)cancel_grain_timer(host, ref);  // the same reference replaces the earlier timer
   schedule_target target;
-  target.label = identity_of(host->kind(), cell).str() + " (timer " + ref + ")";
+  target.label = std::string(cell->path()) + " (timer " + ref + ")";  // path: kind/name
   // The tick goes to this cell only (never activates the grain again); a strong reference
   // keeps the cell while the timer lives, and stop_timers cancels it on deactivation.
   target.sink = [to = pid::share(cell), generation = grain_host_access::generation(*host),
@@ -882,12 +897,7 @@ result<std::string> grain_timer(grain_host_base* host, message msg, const timer_
     env->payload().emplace<grain_tick>(grain_tick{generation, keep, std::move(m)});
     return deliver(nullptr, to.cell(), env);
   };
-  result<schedule_ref> r =
-      spec.kind == 0 ? core->scheduler_.schedule_once(std::move(target), std::move(msg), spec.every)
-      : spec.kind == 1
-          ? core->scheduler_.schedule_every(std::move(target), std::move(msg), spec.every)
-          : core->scheduler_.schedule_cron(std::move(target), std::move(msg), spec.expression,
-                                           spec.zone);
+  result<schedule_ref> r = schedule(core->scheduler_, std::move(target), std::move(msg), spec);
   if (!r) return r.error();
   table->entries.emplace_back(ref, std::move(*r));
   return ref;
@@ -915,12 +925,7 @@ result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id,
   schedule_target target;
   target.label = id.str();
   target.sink = [core, id](message m) { return deliver_from_runtime(core, id, std::move(m)); };
-  if (spec.kind == 0)
-    return core->scheduler_.schedule_once(std::move(target), std::move(msg), spec.every);
-  if (spec.kind == 1)
-    return core->scheduler_.schedule_every(std::move(target), std::move(msg), spec.every);
-  return core->scheduler_.schedule_cron(std::move(target), std::move(msg), spec.expression,
-                                        spec.zone);
+  return schedule(core->scheduler_, std::move(target), std::move(msg), spec);
 }
 
 }  // namespace detail
@@ -954,8 +959,7 @@ result<request_handle> grain_context::request_message(const grain_identity* grai
   if (grain != nullptr) {
     auto p = reach(layer_of(self->system()), *grain);
     if (!p) {
-      if (p.error().code() == errc::mailbox_full)
-        self->system()->dead_letter(std::move(msg), pid::share(self), pid(), p.error());
+      publish_refused(self->system(), msg, self, *grain, p.error());
       return p.error();
     }
     to = std::move(*p);
@@ -974,8 +978,7 @@ result<request_handle> grain_context::request_message(const grain_identity* grai
       then(g, std::move(reply));
     } catch (...) {
       actor_cell* c = context_access::receiver(rc);
-      c->system()->log(log_level::warning, identity_of(host->kind(), c).str(),
-                       caught("a request's continuation").message());
+      c->system()->log(log_level::warning, c->path(), caught("a request's continuation").message());
     }
     g.finish();
   };
@@ -997,7 +1000,7 @@ grain_reply grain_context::defer_response() {
   r.acknowledged_ = acknowledged_;
   r.deadline_ = deadline();
   r.self_ = env_.self();
-  r.grain_ = self().str();
+  r.grain_ = std::string(detail::context_access::receiver(env_)->path());  // kind/name
   r.handle_ = env_.defer_reply();
   answered_ = true;  // the answer now belongs to the handle
   return r;

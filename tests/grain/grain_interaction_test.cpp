@@ -29,7 +29,8 @@ struct journal {
   std::vector<std::string> lines;  // in handling order
   std::atomic<int> activations{0};
   std::atomic<int> deactivations{0};
-  std::atomic<bool> release{false};  // wait{} spins until set
+  std::atomic<bool> release{false};        // wait{} spins until set
+  std::atomic<bool> release_actor{false};  // the actor's slow_note spins until set
   std::atomic<int> waiting{0};
   std::optional<akt::grain_reply> parked;  // a deferred answer kept across turns (grain "a" only)
   std::atomic<bool> has_parked{false};     // the test's view of it
@@ -123,6 +124,10 @@ struct stop_timer {
 };
 struct tick {
   std::string label;
+};
+struct slow_note {};  // to the actor: answered by tell with note{"late"} once released
+struct tell_actor_slow {
+  akt::pid actor;
 };
 struct reentrancy_on {};
 struct reentrancy_off {};
@@ -302,6 +307,11 @@ struct relay final : akt::grain {
         ctx.err(e);
       else
         ctx.no_err();
+    } else if (auto* ts = ctx.get_if<tell_actor_slow>()) {
+      if (auto e = ctx.tell_actor(ts->actor, slow_note{}))
+        ctx.err(e);
+      else
+        ctx.no_err();
     } else if (ctx.is<reentrancy_on>()) {
       ctx.enable_reentrancy();
       ctx.no_err();
@@ -326,6 +336,9 @@ struct echo_actor final : akt::actor {
       ctx.respond(std::string("actor echo"));
     } else if (auto* p = ctx.get_if<piped>()) {
       j->add("actor:piped " + std::to_string(p->value));
+    } else if (ctx.is<slow_note>()) {
+      while (!j->release_actor.load()) std::this_thread::sleep_for(100us);
+      ctx.respond(note{"late"});  // a tell to the grain's activation: no grain API in between
     }
   }
 };
@@ -340,7 +353,10 @@ struct fixture {
     opts.dependencies = deps;
     EXPECT_FALSE(akt::with_grain_default_options<relay>(sys, opts));
   }
-  ~fixture() { j->release = true; }
+  ~fixture() {
+    j->release = true;
+    j->release_actor = true;
+  }
   grain_identity id(std::string name) {
     return {std::string(akt::detail::grain_kind_name<relay>()), std::move(name)};
   }
@@ -713,12 +729,16 @@ TEST(Grain_Shutdown, MessagesQueuedBehindTheDeactivationAreRefusedWithSystemShut
   ASSERT_FALSE(akt::tell_grain(f.sys, id, note{"first"}));
   akt::grain_tell_options one_way;
   one_way.one_way = true;
+  const akt::pid slow = f.actor("slow");
+  ASSERT_FALSE(akt::tell_grain(f.sys, id, tell_actor_slow{slow}));
   ASSERT_FALSE(akt::tell_grain(f.sys, id, wait_for_release{}, one_way));
   ASSERT_TRUE(eventually([&] { return f.j->waiting.load() == 1; }));
-  // Delivered by the timer while the shutdown waits for the busy grain: behind its marker.
-  ASSERT_TRUE(akt::schedule_grain_once(f.sys, id, note{"late"}, 100ms));
+  // The shutdown puts its marker behind the busy grain's queue; then the actor's answer, sent
+  // straight to the activation, lands behind the marker.
   std::thread stopper([&] { (void)f.sys.stop(); });
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(50ms);
+  f.j->release_actor = true;
+  std::this_thread::sleep_for(50ms);
   f.j->release = true;
   stopper.join();
   EXPECT_FALSE(f.j->has("a:late")) << "nothing queued behind the deactivation is handled";

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <utility>
 
+#include "akt/actor/schedule.hpp"
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
 #include "akt/core/result.hpp"
@@ -45,12 +46,22 @@ struct grain_timer_options;
 
 namespace detail {
 class grain_host_base;
-// What a grain timer fires on: an interval (kind 0 once, 1 repeating) or a cron expression (2).
+// When a grain timer or a scheduled grain delivery fires.
 struct timer_spec {
-  std::chrono::nanoseconds every{0};
-  std::string_view expression;
-  std::string_view zone;
-  int kind = 0;
+  schedule_kind kind = schedule_kind::once;
+  std::chrono::nanoseconds period{0};  // the delay (once) or the interval
+  std::string_view expression;         // cron
+  std::string_view zone;               // cron
+
+  static timer_spec once(std::chrono::nanoseconds delay) noexcept {
+    return {schedule_kind::once, delay, {}, {}};
+  }
+  static timer_spec every(std::chrono::nanoseconds interval) noexcept {
+    return {schedule_kind::interval, interval, {}, {}};
+  }
+  static timer_spec cron(std::string_view expression, std::string_view zone) noexcept {
+    return {schedule_kind::cron, {}, expression, zone};
+  }
 };
 result<std::string> grain_timer(grain_host_base* host, message msg, const timer_spec& spec,
                                 grain_timer_options options);
@@ -186,20 +197,20 @@ class grain_props {
   result<std::string> schedule_once(T&& msg, std::chrono::nanoseconds delay,
                                     grain_timer_options o = {}) {
     return detail::grain_timer(host_, message(std::forward<T>(msg)),
-                               detail::timer_spec{delay, {}, {}, 0}, std::move(o));
+                               detail::timer_spec::once(delay), std::move(o));
   }
   template <class T>
   result<std::string> schedule(T&& msg, std::chrono::nanoseconds interval,
                                grain_timer_options o = {}) {
     return detail::grain_timer(host_, message(std::forward<T>(msg)),
-                               detail::timer_spec{interval, {}, {}, 1}, std::move(o));
+                               detail::timer_spec::every(interval), std::move(o));
   }
   template <class T>
   result<std::string> schedule_with_cron(T&& msg, std::string_view expression,
                                          std::string_view zone = "UTC",
                                          grain_timer_options o = {}) {
     return detail::grain_timer(host_, message(std::forward<T>(msg)),
-                               detail::timer_spec{{}, expression, zone, 2}, std::move(o));
+                               detail::timer_spec::cron(expression, zone), std::move(o));
   }
   error cancel_schedule(std::string_view reference) {
     return detail::cancel_grain_timer(host_, reference);

@@ -250,20 +250,20 @@ class grain_context {
   result<std::string> schedule_once(T&& msg, std::chrono::nanoseconds delay,
                                     grain_timer_options o = {}) {
     return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
-                               detail::timer_spec{delay, {}, {}, 0}, std::move(o));
+                               detail::timer_spec::once(delay), std::move(o));
   }
   template <class T>
   result<std::string> schedule(T&& msg, std::chrono::nanoseconds interval,
                                grain_timer_options o = {}) {
     return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
-                               detail::timer_spec{interval, {}, {}, 1}, std::move(o));
+                               detail::timer_spec::every(interval), std::move(o));
   }
   template <class T>
   result<std::string> schedule_with_cron(T&& msg, std::string_view expression,
                                          std::string_view zone = "UTC",
                                          grain_timer_options o = {}) {
     return detail::grain_timer(&host_, akt::message(std::forward<T>(msg)),
-                               detail::timer_spec{{}, expression, zone, 2}, std::move(o));
+                               detail::timer_spec::cron(expression, zone), std::move(o));
   }
   // Cancels the timer; errc::schedule_not_found when no live timer has that reference.
   error cancel_schedule(std::string_view reference) {

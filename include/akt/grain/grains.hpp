@@ -71,7 +71,8 @@ class grain_host_base : public actor {
     reentrancy_mode_ = static_cast<std::int8_t>(r.mode);
     reentrancy_max_ = static_cast<std::uint32_t>(r.max_in_flight);
   }
-  actor_cell* cell() const noexcept { return cell_; }
+  // The hosting cell (set with the directory link, before start).
+  actor_cell* cell() const noexcept { return link_.cell; }
 
  protected:
   virtual grain* build_instance() = 0;
@@ -87,14 +88,19 @@ class grain_host_base : public actor {
   // grain_deactivated. for_stop: a failure is also named in actor_system::stop's error.
   error deactivate(actor_system& sys, actor_cell* cell, bool for_stop);
 
-  // Cancels the activation's timers; later ones are refused until the next activation.
+  // Deactivates for a stop (the shutdown marker, or the cell stopped some other way): runs
+  // on_deactivate unless the shutdown abandoned the grain, and leaves the directory.
+  void deactivate_for_stop(actor_system& sys, actor_cell* cell);
+  // Ends the activation without on_deactivate: cancels its timers (later ones are refused until
+  // the next activation) and drops the instance.
+  void end_activation() noexcept;
+  // Cancels the activation's timers.
   void stop_timers() noexcept;
   // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
   bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
 
   const grain_kind* kind_;
-  actor_cell* cell_ = nullptr;  // the hosting cell; set before start
-  directory_link link_;         // this activation's entry in the grain directory
+  directory_link link_;  // this activation's entry in the grain directory (and its cell)
   // The activation's settled options. Written by the layer before start, then read-only.
   std::shared_ptr<const grain_settings> settings_;
   // Turn owner: the activation's timers (allocated on first use, so idle grains without timers
@@ -120,7 +126,6 @@ class grain_host_base : public actor {
   // enable_reentrancy); mode -1 = the settings'. Packed: it is in every idle grain.
   std::uint32_t reentrancy_max_ = 0;
   std::int8_t reentrancy_mode_ = -1;
-  bool deactivated_ = false;     // turn owner: on_deactivate ran for the current instance
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
 };
 
@@ -230,20 +235,20 @@ template <class M>
 result<schedule_ref> schedule_grain_once(actor_system& sys, const grain_identity& id, M&& msg,
                                          std::chrono::nanoseconds delay) {
   return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
-                                detail::timer_spec{delay, {}, {}, 0});
+                                detail::timer_spec::once(delay));
 }
 template <class M>
 result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, M&& msg,
                                     std::chrono::nanoseconds interval) {
   return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
-                                detail::timer_spec{interval, {}, {}, 1});
+                                detail::timer_spec::every(interval));
 }
 template <class M>
 result<schedule_ref> schedule_grain_with_cron(actor_system& sys, const grain_identity& id, M&& msg,
                                               std::string_view expression,
                                               std::string_view zone = "UTC") {
   return detail::schedule_grain(sys, id, message(std::forward<M>(msg)),
-                                detail::timer_spec{{}, expression, zone, 2});
+                                detail::timer_spec::cron(expression, zone));
 }
 
 // ---- inspection ----
