@@ -2,18 +2,25 @@
 // hash table whose nodes are the links embedded in the activations (no allocation per grain).
 // An entry being activated carries a gate that concurrent resolvers wait on.
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <vector>
 
-#include "actor/name_registry.hpp"
 #include "akt/actor/detail/actor_cell.hpp"
 #include "grain/grain_directory.hpp"
 
 namespace akt::detail {
 
 namespace {
+
+// Every send hashes its key (kind/name, often 30-60 characters: kinds are C++ type names), so
+// the hash reads 8 bytes at a time (the standard library's) rather than byte by byte.
+std::uint32_t key_hash(std::string_view key) noexcept {
+  const std::size_t h = std::hash<std::string_view>{}(key);
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
 
 constexpr std::uint32_t k_shards = 64;  // power of two; spreads sender lock contention
 // Chains per shard when a shard is created; a shard doubles its table when it holds more
@@ -36,7 +43,7 @@ class local_grain_directory final : public grain_directory {
   }
 
   error with_activation(std::string_view key, activator& how, visitor& v) override {
-    const std::uint32_t h = name_registry::hash(key);
+    const std::uint32_t h = key_hash(key);
     shard& s = shards_[h & (k_shards - 1)];
     for (;;) {
       std::shared_ptr<activation_gate> gate;
@@ -54,7 +61,7 @@ class local_grain_directory final : public grain_directory {
   }
 
   pid find(std::string_view key) override {
-    const std::uint32_t h = name_registry::hash(key);
+    const std::uint32_t h = key_hash(key);
     shard& s = shards_[h & (k_shards - 1)];
     std::lock_guard<std::mutex> lock(s.mutex);
     directory_link* l = s.find(key, h);
