@@ -52,7 +52,7 @@ struct counting_sink final : akt::actor {
 // Answers every ask with 1L.
 struct echo final : akt::actor {
   void receive(akt::receive_context& ctx) override {
-    if (ctx.expects_reply()) ctx.respond(1L);
+    if (ctx.expects_reply()) ctx.reply(1L);
   }
 };
 
@@ -774,7 +774,7 @@ struct counting_grain final : akt::grain {
   void on_receive(akt::grain_context& ctx) override {
     if (ctx.get_if<ping>() != nullptr) {
       done->note();
-      ctx.no_err();  // answers an acknowledged tell; nothing to answer for a one-way one
+      ctx.ack();  // answers an acknowledged tell; nothing to answer for a one-way one
     } else {
       ctx.unhandled();
     }
@@ -783,7 +783,7 @@ struct counting_grain final : akt::grain {
 
 // Answers every ask with 1L (an acknowledged tell sees that as no_err); the analogue of echo.
 struct echo_grain final : akt::grain {
-  void on_receive(akt::grain_context& ctx) override { ctx.response(1L); }
+  void on_receive(akt::grain_context& ctx) override { ctx.reply(1L); }
 };
 
 // Activates one grain of kind T per pair ("<prefix>-<i>") and returns their identities (empty

@@ -31,7 +31,7 @@ class greeter : public akt::actor {
   void serve(akt::receive_context& ctx) {
     if (auto* h = ctx.get_if<hello>()) {
       std::printf("%s, %s\n", greeting_.c_str(), h->name.c_str());
-      if (ctx.expects_reply()) ctx.respond(greeting_ + ", " + h->name);
+      if (ctx.expects_reply()) ctx.reply(greeting_ + ", " + h->name);
     }
   }
   std::string greeting_;

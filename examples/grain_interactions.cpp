@@ -36,14 +36,14 @@ class inventory : public akt::grain {
   void on_receive(akt::grain_context& ctx) override {
     if (auto* r = ctx.get_if<reserve>()) {
       if (r->quantity > available_)
-        return ctx.err(akt::error(akt::errc::invalid_argument, "out of stock"));
+        return ctx.reply_error(akt::error(akt::errc::invalid_argument, "out of stock"));
       available_ -= r->quantity;
-      ctx.response(available_);
+      ctx.reply(available_);
     } else if (auto* s = ctx.get_if<restock>()) {
       available_ += s->quantity;
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<stock>()) {
-      ctx.response(available_);
+      ctx.reply(available_);
     } else {
       ctx.unhandled();
     }
@@ -65,28 +65,28 @@ class order : public akt::grain {
   void on_receive(akt::grain_context& ctx) override {
     if (auto* p = ctx.get_if<place>()) {
       // Ask the inventory without blocking this grain; answer our caller when it replies.
-      auto reply = std::make_shared<akt::grain_reply>(ctx.defer_response());
+      auto reply = std::make_shared<akt::reply_handle>(ctx.defer_reply());
       auto sent = ctx.request_grain<int>(p->inventory, reserve{p->quantity},
                                          [this, reply](akt::grain_context&, akt::result<int> left) {
-                                           if (!left) return reply->err(left.error());
+                                           if (!left) return reply->reply_error(left.error());
                                            state_ = "reserved";
-                                           reply->response(state_);
+                                           reply->reply(state_);
                                          });
-      if (!sent) reply->err(sent.error());
+      if (!sent) reply->reply_error(sent.error());
     } else if (ctx.is<pay>()) {
       // The card service is slow: run it off the grain's turn; its answer comes back as `paid`.
       (void)ctx.pipe_to_self([] {
         std::this_thread::sleep_for(10ms);
         return paid{true};
       });
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* r = ctx.get_if<paid>()) {
       state_ = r->ok ? "paid" : "payment failed";
       (void)ctx.cancel_schedule("expiry");
     } else if (ctx.is<expire>()) {
       if (state_ != "paid") state_ = "expired";
     } else if (ctx.is<status>()) {
-      ctx.response(state_);
+      ctx.reply(state_);
     } else {
       ctx.unhandled();
     }

@@ -60,19 +60,19 @@ class account : public akt::grain {
   void on_receive(akt::grain_context& ctx) override {
     if (auto* d = ctx.get_if<deposit>()) {
       balance_ += d->amount;
-      ctx.no_err();  // an acknowledged tell returns ok
+      ctx.ack();  // an acknowledged tell returns ok
     } else if (auto* w = ctx.get_if<withdraw>()) {
-      if (w->amount > balance_) return ctx.err(insufficient(w->amount));
+      if (w->amount > balance_) return ctx.reply_error(insufficient(w->amount));
       balance_ -= w->amount;
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* t = ctx.get_if<transfer>()) {
-      if (t->amount > balance_) return ctx.err(insufficient(t->amount));
+      if (t->amount > balance_) return ctx.reply_error(insufficient(t->amount));
       balance_ -= t->amount;
       // One-way, from inside: never blocks this grain; activates the target if needed.
       (void)ctx.tell_grain(t->to, deposit{t->amount});
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<balance>()) {
-      ctx.response(balance_);  // the reply to an ask
+      ctx.reply(balance_);  // the reply to an ask
     } else {
       ctx.unhandled();
     }

@@ -21,7 +21,7 @@ class greeter : public akt::actor {
       ++greeted_;
       std::printf("hello, %s\n", g->who.c_str());
     } else if (ctx.is<count_greetings>()) {
-      ctx.respond(greeted_);  // the reply to an ask
+      ctx.reply(greeted_);  // the reply to an ask
     } else {
       ctx.unhandled();
     }

@@ -20,7 +20,7 @@ struct tick {};
 class price_service : public akt::actor {
  public:
   void receive(akt::receive_context& ctx) override {
-    if (auto* q = ctx.get_if<price_query>()) ctx.respond(q->item == "coffee" ? 3.5 : 1.0);
+    if (auto* q = ctx.get_if<price_query>()) ctx.reply(q->item == "coffee" ? 3.5 : 1.0);
   }
 };
 

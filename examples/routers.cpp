@@ -19,7 +19,7 @@ class worker : public akt::actor {
     if (auto* j = ctx.get_if<job>()) {
       std::printf("%s took job %d\n", name.c_str(), j->id);
     } else if (ctx.is<whoami>()) {
-      ctx.respond(name);
+      ctx.reply(name);
     } else {
       ctx.unhandled();
     }

@@ -28,7 +28,7 @@ class account : public akt::actor {
     if (auto* d = ctx.get_if<deposit>()) {
       total_ += d->amount;
     } else if (ctx.is<balance>()) {
-      ctx.respond(total_);
+      ctx.reply(total_);
     } else {
       ctx.unhandled();  // published as a dead letter; an asker gets errc::unhandled
     }

@@ -29,7 +29,7 @@ class worker : public akt::actor {
     if (auto* j = ctx.get_if<job>()) {
       if (j->id % 3 == 0) throw flaky_io("disk hiccup on job " + std::to_string(j->id));
       ++done_;  // lost on a restart: a fresh instance starts from zero
-      ctx.respond(done_);
+      ctx.reply(done_);
     }
   }
 

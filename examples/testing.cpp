@@ -30,7 +30,7 @@ class quoter : public akt::actor {
     if (auto* p = ctx.get_if<price_changed>()) {
       last_ = *p;
     } else if (auto* q = ctx.get_if<quote_request>()) {
-      ctx.respond(quote{q->symbol, q->symbol == last_.symbol ? last_.price : 0.0});
+      ctx.reply(quote{q->symbol, q->symbol == last_.symbol ? last_.price : 0.0});
     } else {
       ctx.unhandled();
     }

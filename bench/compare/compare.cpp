@@ -77,7 +77,7 @@ struct akt_counter final : akt::actor {
 
 struct akt_echo final : akt::actor {
   void receive(akt::receive_context& ctx) override {
-    if (auto* p = ctx.get_if<ping>(); p != nullptr && ctx.expects_reply()) ctx.respond(p->n + 1);
+    if (auto* p = ctx.get_if<ping>(); p != nullptr && ctx.expects_reply()) ctx.reply(p->n + 1);
   }
 };
 

@@ -66,7 +66,7 @@ std::optional<std::chrono::steady_clock::time_point> receive_context::deadline()
 
 actor_system& receive_context::system() const noexcept { return *receiver_->system()->owner(); }
 
-void receive_context::respond_message(akt::message value) {
+void receive_context::reply_message(akt::message value) {
   detail::system_core* sys = receiver_->system();
   if (reply_ != nullptr && !reply_closed_) {
     sys->complete_reply(*this, std::move(value));
@@ -87,17 +87,23 @@ void receive_context::respond_message(akt::message value) {
   sys->dead_letter(std::move(value), pid::share(receiver_), pid(), errc::empty_pid);
 }
 
-void receive_context::respond_error(error err) {
+void receive_context::reply_error(error err) {
   if (reply_ != nullptr && !reply_closed_) receiver_->system()->complete_reply(*this, err);
+}
+
+void receive_context::ack() {
+  if (reply_ != nullptr && !reply_closed_)
+    receiver_->system()->complete_reply(*this, akt::message());
 }
 
 reply_handle receive_context::defer_reply() {
   reply_handle h;
   h.self_ = self();
   h.ask_ = (flags_ & flag_ask) != 0;
+  if (has_deadline()) h.deadline_ns_ = deadline_ns_;
   if (reply_ != nullptr && !reply_closed_) {
     h.route_ = std::exchange(reply_, nullptr);
-    reply_closed_ = true;  // later ctx.respond calls are second replies
+    reply_closed_ = true;  // later ctx.reply calls are second replies
   } else if (!h.ask_) {
     h.sender_ = sender();
   }
@@ -108,23 +114,46 @@ reply_handle::reply_handle(reply_handle&& o) noexcept
     : route_(std::exchange(o.route_, nullptr)),
       self_(std::move(o.self_)),
       sender_(std::move(o.sender_)),
-      ask_(o.ask_) {}
+      grain_(std::move(o.grain_)),
+      deadline_ns_(o.deadline_ns_),
+      ask_(o.ask_),
+      ack_only_(o.ack_only_) {}
 
 reply_handle& reply_handle::operator=(reply_handle&& o) noexcept {
   if (this != &o) {
-    fail(errc::no_reply);  // the reply this handle owed is abandoned
+    if (route_ != nullptr) reply_error(errc::no_reply);  // the answer owed is abandoned
     route_ = std::exchange(o.route_, nullptr);
     self_ = std::move(o.self_);
     sender_ = std::move(o.sender_);
+    grain_ = std::move(o.grain_);
+    deadline_ns_ = o.deadline_ns_;
     ask_ = o.ask_;
+    ack_only_ = o.ack_only_;
   }
   return *this;
 }
 
-reply_handle::~reply_handle() { fail(errc::no_reply); }
+reply_handle::~reply_handle() {
+  if (route_ != nullptr) reply_error(errc::no_reply);
+}
 
-void reply_handle::respond_message(akt::message value) {
-  if (!self_) return;  // a default handle owes nothing to anyone
+std::optional<std::chrono::steady_clock::time_point> reply_handle::deadline() const noexcept {
+  if (deadline_ns_ == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns_));
+}
+
+bool reply_handle::cancelled() const noexcept {
+  return route_ == nullptr || (deadline_ns_ != 0 && detail::now_ns() >= deadline_ns_);
+}
+
+void reply_handle::ack() {
+  if (route_ != nullptr) reply_message(akt::message());
+}
+
+void reply_handle::reply_message(akt::message value) {
+  if (!self_) return;                                // a default handle owes nothing to anyone
+  if (ack_only_) value.reset();                      // an acknowledged grain tell carries no value
+  if (!grain_.empty() && route_ == nullptr) return;  // a grain answers only a waiting caller
   detail::system_core* sys = self_.cell()->system();
   if (route_ != nullptr) {
     // As system_core::complete_reply: a reply the asker gave up on is a dead letter.
@@ -147,11 +176,18 @@ void reply_handle::respond_message(akt::message value) {
   sys->dead_letter(std::move(value), self_, pid(), errc::empty_pid);
 }
 
-void reply_handle::fail(error err) {
-  if (route_ == nullptr) return;
-  if (!err) err = error(errc::handler_failed, "fail() without an error");
-  result<akt::message> r(std::move(err));
-  (void)std::exchange(route_, nullptr)->complete(r);
+void reply_handle::reply_error(error err) {
+  if (!err) err = error(errc::handler_failed, "reply_error() without an error");
+  if (route_ != nullptr) {
+    result<akt::message> r(std::move(err));
+    (void)std::exchange(route_, nullptr)->complete(r);
+    return;
+  }
+  if (grain_.empty() || !self_ || ask_) return;
+  // A grain's one-way tell: nobody waits, so the failure is published, naming the grain (once).
+  pid self = std::move(self_);
+  detail::cell_system(self.cell())
+      ->dead_letter(akt::message(), pid(), self, error(err.code(), grain_ + ": " + err.message()));
 }
 
 void receive_context::unhandled() {
@@ -291,7 +327,8 @@ class request_route final : public detail::reply_route {
 
 request_handle receive_context::request_erased(const pid& to, envelope* e,
                                                std::chrono::nanoseconds timeout,
-                                               detail::continuation then, request_options options) {
+                                               detail::continuation then, request_options options,
+                                               error refused) {
   detail::actor_cell* self_cell = receiver_;
   detail::cell_extras& x = self_cell->extras();
   const std::uint64_t id = x.next_request_id++;
@@ -299,9 +336,10 @@ request_handle receive_context::request_erased(const pid& to, envelope* e,
   req.then = std::move(then);
   req.stash_others = options.stash_others;
   if (options.stash_others) ++x.awaiting;
-  if (e == nullptr) {  // an empty pid: the continuation gets the error, later, like any reply
-    self_cell->post_system(detail::request_reply{id, errc::empty_pid});
-    return request_handle(self_cell, id);
+  if (e == nullptr) {  // refused at once: the continuation gets the error, later, like any reply
+    if (!refused) refused = errc::empty_pid;
+    self_cell->post_system(detail::request_reply{id, refused});
+    return request_handle(self_cell, id, std::move(refused));
   }
   auto* env = static_cast<receive_context*>(e);
   env->reply_ = new request_route(self(), id);

@@ -81,13 +81,13 @@ void gather_reply(router_gather& g, result<message> reply) {
   if (g.done) return;  // the first reply already answered
   if (reply) {
     g.done = true;
-    g.reply.respond_message(std::move(*reply));
+    g.reply.reply_message(std::move(*reply));
     return;
   }
   g.last = reply.error();
   if (g.outstanding == 0) {
     g.done = true;
-    g.reply.fail(g.last);
+    g.reply.reply_error(g.last);
   }
 }
 
@@ -100,7 +100,7 @@ void chop_reply(receive_context& ctx, const std::shared_ptr<router_chop>& c,
   if (reply) {
     c->done = true;
     c->msg.reset();
-    c->reply.respond_message(std::move(*reply));
+    c->reply.reply_message(std::move(*reply));
     return;
   }
   c->last = reply.error();
@@ -132,7 +132,7 @@ void chop_next(receive_context& ctx, const std::shared_ptr<router_chop>& c) {
   }
   if (c->outstanding == 0) {
     c->done = true;
-    c->reply.fail(c->last);
+    c->reply.reply_error(c->last);
   }
 }
 
@@ -199,7 +199,7 @@ void router_actor::receive(receive_context& ctx) {
     if (c && !c->done && c->next == tick->attempt) chop_next(ctx, c);
     return;
   } else if (ctx.is<get_routees>()) {
-    ctx.respond(live_routees());
+    ctx.reply(live_routees());
     return;
   } else if (auto* b = ctx.get_if<broadcast>()) {
     message inner = std::move(b->msg);  // b lives in ctx.message(): move out before replacing

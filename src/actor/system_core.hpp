@@ -83,6 +83,11 @@ struct context_access {
   static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
   static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
   static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
+  // A request refused before anything was sent: the continuation gets `why` on a later turn.
+  static request_handle refuse_request(receive_context& c, continuation then, error why) {
+    return c.request_erased(pid(), nullptr, std::chrono::nanoseconds::zero(), std::move(then),
+                            request_options{}, std::move(why));
+  }
 };
 
 class system_core {
@@ -130,6 +135,13 @@ class system_core {
       mark();
       live_.fetch_sub(1, std::memory_order_relaxed);
     }
+    death_cv_.notify_all();
+  }
+  // Wakes wait_for_deaths to re-check its predicate after a change that is not a death (a
+  // grain activation that failed while a shutdown waits for it). Takes the waiters' lock, so a
+  // change made before the call is seen by every waiter.
+  void wake_death_waiters() noexcept {
+    { std::lock_guard<std::mutex> lock(death_mutex_); }
     death_cv_.notify_all();
   }
   // Waits until pred() or the deadline; woken whenever an actor dies.

@@ -60,6 +60,8 @@ std::string_view to_string(errc code) noexcept {
       return "reentrancy_in_flight_limit";
     case errc::grain_timers_stopped:
       return "grain_timers_stopped";
+    case errc::duplicate_type_name:
+      return "duplicate_type_name";
   }
   return "unknown";
 }

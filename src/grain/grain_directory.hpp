@@ -69,8 +69,9 @@ class grain_directory {
   virtual void withdraw(actor_cell* cell) = 0;
   // The active cells (not those still activating).
   virtual std::vector<pid> active() = 0;
-  // Whether no activation is active (those still activating do not count).
-  virtual bool none_active() = 0;
+  // Whether the directory holds no entry at all, activations still in progress included: a
+  // shutdown waits for those too, so that it can roll them back.
+  virtual bool none_left() = 0;
 };
 
 // link_of finds the link embedded in an activation's cell.

@@ -135,6 +135,10 @@ class grain_layer final : public system_extension {
       it = kinds_.emplace(k->name, std::move(k)).first;
       defaults_[it->second.get()] = settle(nullptr, grain_options{});
       publish_kind_index();
+    } else if (it->second->factory != factory) {
+      // The factory is per type: another type registered this name first.
+      return error(errc::duplicate_type_name,
+                   "grain kind '" + std::string(name) + "' is registered by another type");
     }
     if (defaults != nullptr) defaults_[it->second.get()] = settle(nullptr, *defaults);
     return static_cast<const grain_kind*>(it->second.get());
@@ -183,7 +187,12 @@ class grain_layer final : public system_extension {
         return inner.visit(cell);
       }
     } guarded(*this, how, v);
-    return directory_->with_activation(key, how, guarded);
+    error e = directory_->with_activation(key, how, guarded);
+    // A failed activation leaves the directory without a death: wake a shutdown that waits
+    // for the directory to empty (the entry is gone by now).
+    if (how.attempted && !how.activated && closing_.load(std::memory_order_seq_cst))
+      core_->wake_death_waiters();
+    return e;
   }
 
   // The cell of the identity's activation (activating it if needed), with a reference.
@@ -210,21 +219,27 @@ class grain_layer final : public system_extension {
   void before_actors_stop(std::chrono::steady_clock::time_point deadline,
                           std::vector<std::string>& problems, bool& timed_out) override {
     closing_.store(true, std::memory_order_seq_cst);
-    // Activations still in progress add their marker after they finish (see acquire).
+    // Activations still in progress get their marker when they finish (visit's rollback), and
+    // the wait below covers them: an activation that succeeds after this point is rolled back
+    // with on_deactivate, never left running past the shutdown. No gap between the two: an
+    // activation that leaves its gate after this scan (both under the shard's lock) sees
+    // closing_ set, and one that left it before is in the scan. A grain found by both gets two
+    // markers; the second finds it deactivated.
     for (const pid& p : directory_->active()) post_marker(p.cell());
     if (core_->dispatcher_.manual()) {  // deterministic mode: this thread runs the grains' turns
-      while (!directory_->none_active() && std::chrono::steady_clock::now() < deadline) {
+      while (!directory_->none_left() && std::chrono::steady_clock::now() < deadline) {
         if (!core_->dispatcher_.run_one())
           std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
-    bool all = core_->wait_for_deaths(deadline, [&] { return directory_->none_active(); });
+    bool all = core_->wait_for_deaths(deadline, [&] { return directory_->none_left(); });
     if (!all) {
       abandoned_.store(true, std::memory_order_seq_cst);
       const std::vector<pid> left = directory_->active();
       std::string names;
       for (std::size_t i = 0; i < left.size() && i < 8; ++i)
         names.append(names.empty() ? "" : ", ").append(left[i].cell()->path());
+      if (left.empty()) names = "activations still in progress";
       timed_out = true;
       problems.push_back(std::to_string(left.size()) +
                          " grains still busy at the shutdown timeout (" + names +
@@ -282,6 +297,7 @@ class grain_layer final : public system_extension {
     std::string_view key;  // kind/name, the cell's path
     std::string_view name;
     bool may_activate;
+    bool attempted = false;  // this call ran the activation
     bool activated = false;  // this call ran the activation, and it succeeded
   };
 
@@ -384,6 +400,7 @@ result<directory_link*> grain_layer::activation::create() {
 
 error grain_layer::activation::start(actor_cell* cell) {
   grain_host_base& host = grain_host_access::of(cell);
+  attempted = true;
   error own;  // on_activate's own error, reported by pre_start
   grain_host_access::activation_error(host) = &own;
   error started = cell->start(false);
@@ -593,7 +610,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // activation goes.
     const error why = failing_;
     if (ctx.expects_reply())
-      ctx.respond_error(why);
+      ctx.reply_error(why);
     else
       cell->system()->dead_letter(ctx, why);
     if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
@@ -601,7 +618,7 @@ void grain_host_base::receive(receive_context& ctx) {
   }
   const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;
   const bool answered = run_on_receive(ctx, cell, acknowledged);
-  if (ctx.expects_reply() && !answered) ctx.respond_error(errc::no_reply);
+  if (ctx.expects_reply() && !answered) ctx.reply_error(errc::no_reply);
 }
 
 bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged) {
@@ -612,7 +629,7 @@ bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, boo
     // No supervisor for grains: the caller gets the error and the grain keeps serving.
     error e = caught("on_receive");
     cell->system()->log(log_level::warning, cell->path(), e.message());  // path: kind/name
-    g.err(std::move(e));
+    g.reply_error(std::move(e));
   }
   g.finish();
   return g.answered();
@@ -627,18 +644,18 @@ grain_identity grain_context::self() const {
   return detail::identity_of(host_.kind(), detail::context_access::receiver(env_));
 }
 
-void grain_context::no_err() {
+void grain_context::ack() {
   if (answered_) return;
   answered_ = true;
-  if (env_.expects_reply()) env_.respond_message(akt::message());
+  env_.ack();
 }
 
-void grain_context::err(error e) {
+void grain_context::reply_error(error e) {
   if (answered_) return;
   answered_ = true;
-  if (!e) e = error(errc::handler_failed, "err() without an error");
+  if (!e) e = error(errc::handler_failed, "reply_error() without an error");
   if (env_.expects_reply())
-    env_.respond_error(std::move(e));
+    env_.reply_error(std::move(e));
   else
     detail::cell_system(detail::context_access::receiver(env_))->dead_letter(env_, e);
 }
@@ -933,40 +950,10 @@ result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id,
 // ---------------------------------------------------------------------------------------------
 // grain_context: requests and deferred answers
 
-result<request_handle> grain_context::request_message(const grain_identity* grain, const pid* actor,
-                                                      akt::message msg,
-                                                      detail::grain_continuation then,
-                                                      const grain_request_options& options) {
+request_handle grain_context::request_message(const grain_identity* grain, const pid* actor,
+                                              akt::message msg, detail::grain_continuation then,
+                                              const grain_request_options& options, error refused) {
   using namespace detail;
-  const grain_reentrancy policy = host_.reentrancy();
-  if (policy.mode == reentrancy_mode::off) {
-    return error(errc::reentrancy_disabled,
-                 "enable reentrancy on the grain kind, or with ctx.enable_reentrancy");
-  }
-  const reentrancy_mode mode = options.mode.value_or(policy.mode);
-  if (mode == reentrancy_mode::off) {
-    return error(errc::reentrancy_disabled, "a request with its mode set to off");
-  }
-  actor_cell* self = context_access::receiver(env_);
-  if (policy.max_in_flight != 0) {
-    const cell_extras* x = self->extras_if_any();
-    if (x != nullptr && x->requests.size() >= policy.max_in_flight) {
-      return error(errc::reentrancy_in_flight_limit,
-                   std::to_string(policy.max_in_flight) + " requests already in flight");
-    }
-  }
-  pid to;
-  if (grain != nullptr) {
-    auto p = reach(layer_of(self->system()), *grain);
-    if (!p) {
-      publish_refused(self->system(), msg, self, *grain, p.error());
-      return p.error();
-    }
-    to = std::move(*p);
-  } else {
-    if (actor == nullptr || !*actor) return errc::empty_pid;
-    to = *actor;
-  }
   grain_host_base* host = &host_;
   auto continuation = [host, then = std::move(then)](receive_context& rc,
                                                      result<akt::message> reply) mutable {
@@ -982,6 +969,40 @@ result<request_handle> grain_context::request_message(const grain_identity* grai
     }
     g.finish();
   };
+  // A refusal made here reaches the continuation too (on a later turn), like every outcome.
+  auto refuse = [&](error why) {
+    return context_access::refuse_request(env_, std::move(continuation), std::move(why));
+  };
+  if (refused) return refuse(std::move(refused));
+  const grain_reentrancy policy = host_.reentrancy();
+  if (policy.mode == reentrancy_mode::off) {
+    return refuse(error(errc::reentrancy_disabled,
+                        "enable reentrancy on the grain kind, or with ctx.enable_reentrancy"));
+  }
+  const reentrancy_mode mode = options.mode.value_or(policy.mode);
+  if (mode == reentrancy_mode::off) {
+    return refuse(error(errc::reentrancy_disabled, "a request with its mode set to off"));
+  }
+  actor_cell* self = context_access::receiver(env_);
+  if (policy.max_in_flight != 0) {
+    const cell_extras* x = self->extras_if_any();
+    if (x != nullptr && x->requests.size() >= policy.max_in_flight) {
+      return refuse(error(errc::reentrancy_in_flight_limit,
+                          std::to_string(policy.max_in_flight) + " requests already in flight"));
+    }
+  }
+  pid to;
+  if (grain != nullptr) {
+    auto p = reach(layer_of(self->system()), *grain);
+    if (!p) {
+      publish_refused(self->system(), msg, self, *grain, p.error());
+      return refuse(p.error());
+    }
+    to = std::move(*p);
+  } else {
+    if (actor == nullptr || !*actor) return refuse(errc::empty_pid);
+    to = *actor;
+  }
   request_options ro;
   ro.stash_others = mode == reentrancy_mode::stash_non_reentrant;
   return env_.request<akt::message>(to, std::move(msg), options.timeout, std::move(continuation),
@@ -995,28 +1016,13 @@ void grain_context::enable_reentrancy(grain_reentrancy r) {
 
 void grain_context::disable_reentrancy() { host_.set_reentrancy({reentrancy_mode::off, 0}); }
 
-grain_reply grain_context::defer_response() {
-  grain_reply r;
-  r.acknowledged_ = acknowledged_;
-  r.deadline_ = deadline();
-  r.self_ = env_.self();
+reply_handle grain_context::defer_reply() {
+  reply_handle r = env_.defer_reply();
+  r.ack_only_ = acknowledged_;
+  if (acknowledged_) r.deadline_ns_ = 0;  // a tell has no deadline (see deadline())
   r.grain_ = std::string(detail::context_access::receiver(env_)->path());  // kind/name
-  r.handle_ = env_.defer_reply();
   answered_ = true;  // the answer now belongs to the handle
   return r;
-}
-
-void grain_reply::err(error e) {
-  if (!e) e = error(errc::handler_failed, "err() without an error");
-  if (handle_.expects_reply()) {
-    handle_.fail(std::move(e));
-    return;
-  }
-  if (!self_ || answered_one_way_) return;
-  // A one-way tell: nobody waits, so the failure is published, naming the grain.
-  answered_one_way_ = true;
-  detail::cell_system(self_.cell())
-      ->dead_letter(akt::message(), pid(), self_, error(e.code(), grain_ + ": " + e.message()));
 }
 
 std::vector<grain_identity> active_grains(actor_system& sys) {

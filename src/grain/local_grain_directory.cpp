@@ -102,13 +102,11 @@ class local_grain_directory final : public grain_directory {
     return out;
   }
 
-  bool none_active() override {
+  bool none_left() override {
     for (auto& s : shards_) {
       std::lock_guard<std::mutex> lock(s.mutex);
       for (directory_link* head : s.buckets) {
-        for (directory_link* l = head; l != nullptr; l = l->next) {
-          if (!l->gate) return false;
-        }
+        if (head != nullptr) return false;
       }
     }
     return true;

@@ -65,9 +65,9 @@ class recorder : public akt::actor {
       s_->total.fetch_add(a->n);
       s_->count.fetch_add(1);
     } else if (ctx.is<get_total>()) {
-      ctx.respond(s_->total.load());
+      ctx.reply(s_->total.load());
     } else if (auto* e = ctx.get_if<echo>()) {
-      ctx.respond(e->n + 1);
+      ctx.reply(e->n + 1);
     } else if (auto* s = ctx.get_if<sleep_for>()) {
       std::this_thread::sleep_for(s->d);
       s_->count.fetch_add(1);

@@ -30,7 +30,7 @@ void handle(Self& self, akt::receive_context& ctx) {
   if (ctx.is<bump_once>()) {
     ++self.state;
   } else if (ctx.is<read_state>()) {
-    ctx.respond(self.state);
+    ctx.reply(self.state);
   } else if (ctx.is<break_it>()) {
     throw std::runtime_error("broken on purpose");
   }

@@ -27,16 +27,16 @@ class node : public akt::actor {
         auto c =
             ctx.spawn<node>("c" + std::to_string(i), tag_ + "/c" + std::to_string(i), log_, mu_);
         if (!c) {
-          ctx.respond_error(c.error());
+          ctx.reply_error(c.error());
           return;
         }
         if (m->n > 1 && i == 0) (void)c->tell(make_children{1});  // a grandchild under c0
       }
-      ctx.respond(static_cast<int>(ctx.children().size()));
+      ctx.reply(static_cast<int>(ctx.children().size()));
     } else if (ctx.is<list_children>()) {
       std::vector<std::string> names;
       for (const pid& p : ctx.children()) names.emplace_back(p.name());
-      ctx.respond(names);
+      ctx.reply(names);
     }
   }
 
@@ -114,16 +114,16 @@ TEST(Hierarchy_Spawn, ParentPidAndChildLookup) {
   actor_system sys("parent-pid", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct kid : akt::actor {
-    void receive(akt::receive_context& ctx) override { ctx.respond(ctx.parent()); }
+    void receive(akt::receive_context& ctx) override { ctx.reply(ctx.parent()); }
   };
   struct mom : akt::actor {
     void receive(akt::receive_context& ctx) override {
       if (ctx.is<int>()) {
         auto k = ctx.spawn<kid>("kid");
-        ctx.respond(k ? *k : pid());
+        ctx.reply(k ? *k : pid());
       } else {
         auto k = ctx.child("kid");
-        ctx.respond(k ? *k : pid());
+        ctx.reply(k ? *k : pid());
       }
     }
   };

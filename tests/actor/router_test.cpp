@@ -60,7 +60,7 @@ class worker : public akt::actor {
       }
       s_->handled.fetch_add(1);
     } else if (ctx.is<who>()) {
-      ctx.respond(name_);
+      ctx.reply(name_);
     } else if (auto* k = ctx.get_if<keyed>()) {
       {
         std::lock_guard<std::mutex> lock(s_->mu);
@@ -75,7 +75,7 @@ class worker : public akt::actor {
       s_->queries.fetch_add(1);
       switch (s_->mode.load()) {
         case answer:
-          ctx.respond(name_);
+          ctx.reply(name_);
           break;
         case defer:
           pending_.push_back(ctx.defer_reply());
@@ -84,7 +84,7 @@ class worker : public akt::actor {
           ctx.unhandled();
       }
     } else if (ctx.is<answer_now>()) {
-      for (auto& h : pending_) h.respond(name_);
+      for (auto& h : pending_) h.reply(name_);
       pending_.clear();
     } else if (ctx.is<crash>()) {
       throw std::runtime_error("routee crash");
@@ -705,15 +705,15 @@ class deferrer : public akt::actor {
       EXPECT_EQ(pending_.back().expects_reply(), asked);
       taken_->fetch_add(1);
     } else if (auto* g = ctx.get_if<give>()) {
-      for (auto& h : pending_) h.respond(g->v);
+      for (auto& h : pending_) h.reply(g->v);
       pending_.clear();
     } else if (ctx.is<drop>()) {
       pending_.clear();
     } else if (ctx.is<again>()) {
       akt::reply_handle h = ctx.defer_reply();
-      ctx.respond(1L);  // the reply was taken away: a dead letter for an ask
-      h.respond(2L);
-      h.respond(3L);  // a second reply: a dead letter
+      ctx.reply(1L);  // the reply was taken away: a dead letter for an ask
+      h.reply(2L);
+      h.reply(3L);  // a second reply: a dead letter
     } else {
       ctx.unhandled();
     }

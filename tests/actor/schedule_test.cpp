@@ -18,7 +18,7 @@ class ticker : public akt::actor {
     if (ctx.is<tick>()) ticks_->fetch_add(1);
     if (auto* d = ctx.get_if<std::chrono::milliseconds>()) {
       auto r = ctx.schedule(tick{0}, *d);  // owned by this actor
-      ctx.respond(r ? r->id() : 0ull);
+      ctx.reply(r ? r->id() : 0ull);
     }
   }
 

@@ -26,9 +26,9 @@ class gated : public akt::actor {
       else
         seen_.push_back(i->n);
     } else if (ctx.is<report>()) {
-      ctx.respond(seen_);
+      ctx.reply(seen_);
     } else if (ctx.is<int>()) {
-      ctx.respond(static_cast<long>(ctx.stash_size()));
+      ctx.reply(static_cast<long>(ctx.stash_size()));
     }
   }
 
@@ -67,7 +67,7 @@ TEST(Stash_Ask, AStashedAskIsStillAnsweredAfterUnstash) {
         if (!ready)
           ctx.stash();
         else
-          ctx.respond(e->n * 2);
+          ctx.reply(e->n * 2);
       }
     }
   };
@@ -104,19 +104,19 @@ class moody : public akt::actor {
     if (ctx.is<flip>()) {
       ctx.become([](akt::receive_context& c) {
         if (c.is<who>())
-          c.respond(std::string("grumpy"));
+          c.reply(std::string("grumpy"));
         else if (c.is<flip>())
           c.unbecome();
         else if (c.is<int>())
           c.become_stacked([](akt::receive_context& cc) {
             if (cc.is<who>())
-              cc.respond(std::string("sleepy"));
+              cc.reply(std::string("sleepy"));
             else
               cc.unbecome();
           });
       });
     } else if (ctx.is<who>()) {
-      ctx.respond(std::string("happy"));
+      ctx.reply(std::string("happy"));
     }
   }
 };
@@ -147,11 +147,11 @@ TEST(Behavior_Restart, ARestartReturnsToReceive) {
     void receive(akt::receive_context& ctx) override {
       if (ctx.is<flip>()) {
         ctx.become([](akt::receive_context& c) {
-          if (c.is<who>()) c.respond(std::string("other"));
+          if (c.is<who>()) c.reply(std::string("other"));
           if (c.is<boom>()) throw std::runtime_error("x");
         });
       } else if (ctx.is<who>()) {
-        ctx.respond(std::string("base"));
+        ctx.reply(std::string("base"));
       }
     }
   };

@@ -121,7 +121,7 @@ TEST(Stress_Ask, TimeoutsAndLateRepliesUnderLoad) {
     void receive(akt::receive_context& ctx) override {
       if (auto* e = ctx.get_if<echo>()) {
         if (++n % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
-        ctx.respond(e->n + 1);
+        ctx.reply(e->n + 1);
       }
     }
   };

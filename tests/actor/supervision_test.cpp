@@ -53,7 +53,7 @@ class fragile : public akt::actor {
       ++state_;
       c_->handled.fetch_add(1);
     }
-    if (ctx.is<get_state>()) ctx.respond(state_);
+    if (ctx.is<get_state>()) ctx.reply(state_);
   }
 
  private:
@@ -195,7 +195,7 @@ class parent_actor : public akt::actor {
         auto p = ctx.spawn<fragile>("child" + std::to_string(i), {.supervisor = child_sup_}, c_);
         if (!p) throw std::runtime_error(p.error().message());
       }
-      ctx.respond(static_cast<int>(ctx.children().size()));
+      ctx.reply(static_cast<int>(ctx.children().size()));
     }
   }
 

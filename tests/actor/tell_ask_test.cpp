@@ -153,7 +153,7 @@ TEST(Ask_Timeout, SlowHandlerTimesOut) {
     explicit slow(std::atomic<bool>* r) : release(r) {}
     void receive(akt::receive_context& ctx) override {
       while (!release->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-      ctx.respond(1L);
+      ctx.reply(1L);
     }
   };
   auto p = sys.spawn<slow>("s", &release);
@@ -195,10 +195,10 @@ TEST(Ask_Deadline, HandlerSeesTheDeadline) {
   struct deadline_reader : akt::actor {
     void receive(akt::receive_context& ctx) override {
       auto d = ctx.deadline();
-      ctx.respond(d ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                          *d - std::chrono::steady_clock::now())
-                          .count()
-                    : -1L);
+      ctx.reply(d ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                        *d - std::chrono::steady_clock::now())
+                        .count()
+                  : -1L);
     }
   };
   auto p = sys.spawn<deadline_reader>("d");
@@ -291,8 +291,8 @@ TEST(Respond, SecondReplyToAnAskIsADeadLetter) {
   auto dls = dead_letters(sys);
   struct twice : akt::actor {
     void receive(akt::receive_context& ctx) override {
-      ctx.respond(1L);
-      ctx.respond(2L);
+      ctx.reply(1L);
+      ctx.reply(2L);
     }
   };
   auto p = sys.spawn<twice>("t");
@@ -309,7 +309,7 @@ TEST(Respond, RespondErrorReachesTheAsker) {
   ASSERT_TRUE(sys.start());
   struct refuser : akt::actor {
     void receive(akt::receive_context& ctx) override {
-      ctx.respond_error(akt::error(errc::unhandled, "not today"));
+      ctx.reply_error(akt::error(errc::unhandled, "not today"));
     }
   };
   auto p = sys.spawn<refuser>("r");

@@ -26,7 +26,7 @@ class ponger : public akt::actor {
  public:
   void receive(akt::receive_context& ctx) override {
     if (auto* p = ctx.get_if<ping>()) {
-      ctx.respond(pong{p->n + 1});
+      ctx.reply(pong{p->n + 1});
     } else if (auto* b = ctx.get_if<boom>()) {
       throw std::runtime_error(b->why);
     }

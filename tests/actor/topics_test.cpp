@@ -203,7 +203,7 @@ TEST(Topics_Publish, SubscribersSeeTheSenderAndCanAnswerIt) {
   // Answers news with news{n + 1} to whoever sent it.
   struct answerer : akt::actor {
     void receive(akt::receive_context& ctx) override {
-      if (auto* n = ctx.get_if<news>()) ctx.respond(news{n->n + 1});
+      if (auto* n = ctx.get_if<news>()) ctx.reply(news{n->n + 1});
     }
   };
   actor_system sys("topics-sender", {.workers = 2});

@@ -52,6 +52,7 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::reentrancy_disabled, "reentrancy_disabled"},
       {errc::reentrancy_in_flight_limit, "reentrancy_in_flight_limit"},
       {errc::grain_timers_stopped, "grain_timers_stopped"},
+      {errc::duplicate_type_name, "duplicate_type_name"},
   };
   return codes;
 }

@@ -32,8 +32,8 @@ struct journal {
   std::atomic<bool> release{false};        // wait{} spins until set
   std::atomic<bool> release_actor{false};  // the actor's slow_note spins until set
   std::atomic<int> waiting{0};
-  std::optional<akt::grain_reply> parked;  // a deferred answer kept across turns (grain "a" only)
-  std::atomic<bool> has_parked{false};     // the test's view of it
+  std::optional<akt::reply_handle> parked;  // a deferred answer kept across turns (grain "a" only)
+  std::atomic<bool> has_parked{false};      // the test's view of it
   akt::errc timer_from_deactivate = akt::errc::ok;  // guarded by mutex
 
   akt::errc deactivate_timer_code() {
@@ -162,56 +162,56 @@ struct relay final : akt::grain {
   }
 
   // no_err when the request went out, its error otherwise.
-  static void acknowledge(akt::grain_context& ctx, const akt::result<akt::request_handle>& r) {
+  static void acknowledge(akt::grain_context& ctx, const akt::request_handle& r) {
     if (r)
-      ctx.no_err();
+      ctx.ack();
     else
-      ctx.err(r.error());
+      ctx.reply_error(r.error());
   }
 
   void on_receive(akt::grain_context& ctx) override {
     if (ctx.is<echo>()) {
       j->add(me.name + ":echo");
-      ctx.response(std::string("echo from ") + me.name);
+      ctx.reply(std::string("echo from ") + me.name);
     } else if (ctx.is<wait_for_release>()) {
       j->waiting++;
       while (!j->release.load()) std::this_thread::sleep_for(100us);
-      ctx.response(std::string("released"));
+      ctx.reply(std::string("released"));
     } else if (auto* n = ctx.get_if<note>()) {
       j->add(me.name + ":" + n->text);
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* c = ctx.get_if<cycle>()) {
-      auto reply = std::make_shared<akt::grain_reply>(ctx.defer_response());
+      auto reply = std::make_shared<akt::reply_handle>(ctx.defer_reply());
       auto r = ctx.request_grain<std::string>(
           c->peer, cycle_back{me}, [reply](akt::grain_context&, akt::result<std::string> v) {
             if (v)
-              reply->response(*v);
+              reply->reply(*v);
             else
-              reply->err(v.error());
+              reply->reply_error(v.error());
           });
-      if (!r) reply->err(r.error());
+      if (!r) reply->reply_error(r.error());
     } else if (auto* b = ctx.get_if<cycle_back>()) {
-      auto reply = std::make_shared<akt::grain_reply>(ctx.defer_response());
+      auto reply = std::make_shared<akt::reply_handle>(ctx.defer_reply());
       auto r = ctx.request_grain<std::string>(
           b->origin, echo{}, [reply](akt::grain_context&, akt::result<std::string> v) {
             if (v)
-              reply->response("back: " + *v);
+              reply->reply("back: " + *v);
             else
-              reply->err(v.error());
+              reply->reply_error(v.error());
           });
-      if (!r) reply->err(r.error());
+      if (!r) reply->reply_error(r.error());
     } else if (auto* bc = ctx.get_if<blocking_cycle>()) {
       auto v = ctx.ask_grain<std::string>(bc->peer, blocking_back{me}, 300ms);
       if (v)
-        ctx.response(*v);
+        ctx.reply(*v);
       else
-        ctx.err(v.error());
+        ctx.reply_error(v.error());
     } else if (auto* bb = ctx.get_if<blocking_back>()) {
       auto v = ctx.ask_grain<std::string>(bb->origin, echo{}, 300ms);
       if (v)
-        ctx.response(*v);
+        ctx.reply(*v);
       else
-        ctx.err(v.error());
+        ctx.reply_error(v.error());
     } else if (auto* rw = ctx.get_if<request_wait>()) {
       akt::grain_request_options o;
       o.mode = rw->mode;
@@ -239,26 +239,26 @@ struct relay final : akt::grain {
             j->add(me.name + ":actor reply " + (v ? *v : std::string("error")));
           });
       if (!r) {
-        ctx.err(r.error());
+        ctx.reply_error(r.error());
         return;
       }
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* ai = ctx.get_if<ask_inside>()) {
       auto g = ctx.ask_grain<std::string>(ai->peer, echo{}, 2s);
       auto a = ctx.ask_actor<std::string>(ai->actor, echo{}, 2s);
       auto self_ask = ctx.ask_grain<std::string>(me, echo{}, 2s);
-      ctx.response(std::string(g ? *g : "grain failed") + "|" + (a ? *a : "actor failed") + "|" +
-                   std::string(akt::to_string(self_ask.error().code())));
+      ctx.reply(std::string(g ? *g : "grain failed") + "|" + (a ? *a : "actor failed") + "|" +
+                std::string(akt::to_string(self_ask.error().code())));
     } else if (ctx.is<park>()) {
-      j->parked.emplace(ctx.defer_response());
+      j->parked.emplace(ctx.defer_reply());
       j->has_parked = true;
     } else if (auto* ap = ctx.get_if<answer_parked>()) {
-      if (j->parked) j->parked->response(ap->value);
+      if (j->parked) j->parked->reply(ap->value);
       j->parked.reset();
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<drop_parked>()) {
       j->parked.reset();  // an unanswered handle: the caller gets no_reply
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* ps = ctx.get_if<pipe_self>()) {
       const bool fail = ps->fail;
       auto e = ctx.pipe_to_self([fail]() -> akt::result<piped> {
@@ -267,21 +267,21 @@ struct relay final : akt::grain {
         return piped{42};
       });
       if (e)
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     } else if (auto* pg = ctx.get_if<pipe_grain>()) {
       auto e = ctx.pipe_to_grain(pg->to, [] { return note{"piped"}; });
       if (e)
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     } else if (auto* pa = ctx.get_if<pipe_actor>()) {
       auto e = ctx.pipe_to_actor(pa->to, [] { return piped{7}; });
       if (e)
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     } else if (auto* pv = ctx.get_if<piped>()) {
       j->add(me.name + ":piped " + std::to_string(pv->value));
     } else if (auto* sf = ctx.get_if<akt::status_failure>()) {
@@ -298,26 +298,26 @@ struct relay final : akt::grain {
       else
         r = ctx.schedule_with_cron(tick{st->reference}, "* * * * * *", "UTC", o);
       if (r)
-        ctx.response(*r);
+        ctx.reply(*r);
       else
-        ctx.err(r.error());
+        ctx.reply_error(r.error());
     } else if (auto* sp = ctx.get_if<stop_timer>()) {
       auto e = ctx.cancel_schedule(sp->reference);
       if (e)
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     } else if (auto* ts = ctx.get_if<tell_actor_slow>()) {
       if (auto e = ctx.tell_actor(ts->actor, slow_note{}))
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     } else if (ctx.is<reentrancy_on>()) {
       ctx.enable_reentrancy();
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<reentrancy_off>()) {
       ctx.disable_reentrancy();
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* t = ctx.get_if<tick>()) {
       j->add(me.name + ":tick " + t->label);
       if (ctx.expects_answer()) j->add("a tick expects an answer");
@@ -333,12 +333,12 @@ struct echo_actor final : akt::actor {
   explicit echo_actor(std::shared_ptr<journal> jj) : j(std::move(jj)) {}
   void receive(akt::receive_context& ctx) override {
     if (ctx.is<echo>()) {
-      ctx.respond(std::string("actor echo"));
+      ctx.reply(std::string("actor echo"));
     } else if (auto* p = ctx.get_if<piped>()) {
       j->add("actor:piped " + std::to_string(p->value));
     } else if (ctx.is<slow_note>()) {
       while (!j->release_actor.load()) std::this_thread::sleep_for(100us);
-      ctx.respond(note{"late"});  // a tell to the grain's activation: no grain API in between
+      ctx.reply(note{"late"});  // a tell to the grain's activation: no grain API in between
     }
   }
 };

@@ -35,6 +35,9 @@ struct probe {
   std::atomic<bool> fail_deactivate{false};
   std::atomic<bool> release{false};  // hold{} waits for it
   std::atomic<int> holding{0};
+  std::atomic<bool> hold_activation{false};  // on_activate waits for release_activation
+  std::atomic<bool> release_activation{false};
+  std::atomic<int> in_activate{0};  // on_activate calls that reached the hold
   std::mutex mutex;
   std::vector<long> seen;  // values of add{}, in handling order
 };
@@ -67,6 +70,10 @@ struct counter final : akt::grain {
     p = probe_of(props);
     if (!p) return akt::error(errc::invalid_argument, "no probe dependency");
     p->activations++;
+    if (p->hold_activation.load()) {
+      p->in_activate++;
+      while (!p->release_activation.load()) std::this_thread::sleep_for(100us);
+    }
     if (p->throw_on_activate.load()) throw std::runtime_error("activation exploded");
     if (p->fail_activations.load() > 0) {
       p->fail_activations--;
@@ -92,21 +99,21 @@ struct counter final : akt::grain {
         std::lock_guard<std::mutex> lock(p->mutex);
         p->seen.push_back(a->n);
       }
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<get>()) {
-      ctx.response(total);
+      ctx.reply(total);
     } else if (ctx.is<hold>()) {
       p->holding++;
       while (!p->release.load()) std::this_thread::sleep_for(100us);
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<boom>()) {
       throw std::runtime_error("kaboom in the handler");
     } else if (auto* f = ctx.get_if<fail_with>()) {
-      ctx.err(akt::error(f->code, "told to fail"));
+      ctx.reply_error(akt::error(f->code, "told to fail"));
     } else if (auto* d = ctx.get_if<deadline_probe>()) {
       auto dl = ctx.deadline();
       std::this_thread::sleep_for(d->work);
-      ctx.response(std::string(dl ? "deadline" : "none") + (ctx.cancelled() ? ",cancelled" : ""));
+      ctx.reply(std::string(dl ? "deadline" : "none") + (ctx.cancelled() ? ",cancelled" : ""));
     } else if (ctx.is<ack_nothing>()) {
       // returns without answering
     } else {
@@ -234,7 +241,7 @@ TEST(Grain_Identity, AKindRegisteredByTypeCanBeReachedByABareSend) {
   akt::actor_system sys("g-register");
   ASSERT_TRUE(sys.start());
   struct plain final : akt::grain {
-    void on_receive(akt::grain_context& ctx) override { ctx.response(std::string("hi")); }
+    void on_receive(akt::grain_context& ctx) override { ctx.reply(std::string("hi")); }
   };
   ASSERT_FALSE(akt::register_grain_kind<plain>(sys));
   grain_identity id{std::string(akt::detail::grain_kind_name<plain>()), "p"};
@@ -249,7 +256,7 @@ TEST(GrainContext, SelfIsTheIdentity) {
   akt::actor_system sys("g-self");
   ASSERT_TRUE(sys.start());
   struct who final : akt::grain {
-    void on_receive(akt::grain_context& ctx) override { ctx.response(ctx.self().str()); }
+    void on_receive(akt::grain_context& ctx) override { ctx.reply(ctx.self().str()); }
   };
   auto id = akt::grain_of<who>(sys, "me");
   ASSERT_TRUE(id);
@@ -296,9 +303,9 @@ TEST(GrainContext, TellActorReachesAnActor) {
   struct teller final : akt::grain {
     void on_receive(akt::grain_context& ctx) override {
       if (akt::error e = ctx.tell_actor("sink", std::string("from a grain")))
-        ctx.err(e);
+        ctx.reply_error(e);
       else
-        ctx.no_err();
+        ctx.ack();
     }
   };
   std::atomic<int> got{0};
@@ -316,9 +323,9 @@ TEST(GrainContext, TellGrainFromInsideIsOneWayAndActivatesTheTarget) {
       if (auto* a = ctx.get_if<add>()) {
         grain_identity to{std::string(akt::detail::grain_kind_name<counter>()), "target"};
         if (akt::error e = ctx.tell_grain(to, add{a->n * 2}))
-          ctx.err(e);
+          ctx.reply_error(e);
         else
-          ctx.no_err();
+          ctx.ack();
       }
     }
   };
@@ -350,7 +357,7 @@ TEST(Grain_Ask, TellsCarryNoDeadline) {
     }
     void on_receive(akt::grain_context& ctx) override {
       if (!ctx.deadline()) p->activations += 100;
-      ctx.no_err();
+      ctx.ack();
     }
   };
   auto deps = std::make_shared<akt::grain_dependencies>();
@@ -640,7 +647,7 @@ TEST(Grain_Lifecycle, MessagesArrivingDuringDeactivationReachAFreshActivationInO
         std::lock_guard<std::mutex> lock(p->mutex);
         p->seen.push_back(a->n * 100 + p->activations.load());
       }
-      ctx.no_err();
+      ctx.ack();
     }
   };
   fixture f("g-handoff");
@@ -736,6 +743,67 @@ TEST(Grain_Shutdown, AGrainStillBusyAtTheTimeoutIsAbandonedWithoutOnDeactivate) 
   holder.join();
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(f.p->deactivations.load(), 0) << "abandoned: on_deactivate never ran";
+}
+
+// A grain kind that does nothing, used to observe that the shutdown began (its sends are
+// refused) without touching the probe of the grain under test.
+struct bystander final : akt::grain {
+  void on_receive(akt::grain_context& ctx) override { ctx.ack(); }
+};
+
+TEST(Grain_Shutdown, AnActivationThatFinishesAfterTheShutdownBeganIsRolledBack) {
+  // goakt-grains.md: on a clean shutdown every active grain is deactivated, and an activation
+  // that finishes after the shutdown began is rolled back. stop() waits for it.
+  fixture f("g-shutdown-activating");
+  f.p->hold_activation = true;
+  std::atomic<int> refused{-1};
+  std::thread sender(
+      [&] { refused = static_cast<int>(akt::tell_grain(f.sys, f.id("late"), add{1}).code()); });
+  ASSERT_TRUE(eventually([&] { return f.p->in_activate.load() == 1; }));
+  std::atomic<bool> stop_returned{false};
+  std::thread stopper([&] {
+    EXPECT_TRUE(f.sys.stop());
+    stop_returned = true;
+  });
+  int n = 0;
+  ASSERT_TRUE(eventually([&] {
+    auto id = akt::grain_of<bystander>(f.sys, "b" + std::to_string(n++));
+    return !id && id.error().code() == errc::system_shutting_down;
+  })) << "the shutdown began";
+  EXPECT_FALSE(stop_returned.load()) << "stop waits for the activation in progress";
+  f.p->release_activation = true;
+  stopper.join();
+  sender.join();
+  EXPECT_EQ(f.p->activations.load(), 1);
+  EXPECT_EQ(f.p->deactivations.load(), 1) << "rolled back with on_deactivate";
+  EXPECT_EQ(refused.load(), static_cast<int>(errc::system_shutting_down))
+      << "its message is refused";
+  std::lock_guard<std::mutex> lock(f.p->mutex);
+  EXPECT_TRUE(f.p->seen.empty()) << "on_receive never ran for the rolled-back activation";
+}
+
+TEST(Grain_Shutdown, AnActivationThatFailsWhileTheShutdownWaitsEndsTheWait) {
+  fixture f("g-shutdown-activating-fails", {}, {.shutdown_timeout = 30s});
+  f.p->hold_activation = true;
+  f.p->fail_activations = 1;
+  std::thread sender([&] { (void)akt::tell_grain(f.sys, f.id("doomed"), add{1}); });
+  ASSERT_TRUE(eventually([&] { return f.p->in_activate.load() == 1; }));
+  std::atomic<bool> stop_returned{false};
+  std::thread stopper([&] {
+    EXPECT_TRUE(f.sys.stop()) << "nothing was left to deactivate";
+    stop_returned = true;
+  });
+  int n = 0;
+  ASSERT_TRUE(eventually([&] {
+    auto id = akt::grain_of<bystander>(f.sys, "b" + std::to_string(n++));
+    return !id && id.error().code() == errc::system_shutting_down;
+  }));
+  f.p->release_activation = true;
+  // Well before the 30 s shutdown timeout: the failed activation woke the waiting stop.
+  EXPECT_TRUE(eventually([&] { return stop_returned.load(); }, 10s));
+  stopper.join();
+  sender.join();
+  EXPECT_EQ(f.p->deactivations.load(), 0);
 }
 
 // ---- inspection ----

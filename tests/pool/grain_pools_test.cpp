@@ -187,21 +187,21 @@ signals g_signals;
 struct pool_grain final : akt::grain {
   void on_receive(akt::grain_context& ctx) override {
     if (ctx.is<ping>()) {
-      ctx.no_err();
+      ctx.ack();
     } else if (auto* w = ctx.get_if<whoami>()) {
       (void)ctx.tell_actor(w->to, whoami_reply{});  // the sender is this grain's cell
-      ctx.no_err();
+      ctx.ack();
     } else if (ctx.is<hold>()) {
       g_signals.holding.fetch_add(1);
       const auto limit = std::chrono::steady_clock::now() + 20s;
       while (!g_signals.release.load() && std::chrono::steady_clock::now() < limit) {
         std::this_thread::sleep_for(100us);
       }
-      ctx.no_err();  // the caller gave up long ago: this completes an abandoned slot
+      ctx.ack();  // the caller gave up long ago: this completes an abandoned slot
       g_signals.held_done.fetch_add(1);
     } else if (auto* d = ctx.get_if<work>()) {
       std::this_thread::sleep_for(d->for_);
-      ctx.no_err();
+      ctx.ack();
     } else {
       ctx.unhandled();
     }
@@ -222,7 +222,7 @@ struct sender_recorder final : akt::actor {
       b_->sender = ctx.sender();
       b_->got.store(true);
     } else if (ctx.is<ping>()) {
-      ctx.respond(1);
+      ctx.reply(1);
     }
   }
   box* b_;

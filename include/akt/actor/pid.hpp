@@ -62,7 +62,7 @@ result<R> reply_as(result<message>&& r) {
     if (!r) return r.error();
     if (R* v = r->template get_if<R>()) return std::move(*v);
     return error(errc::unexpected_reply, std::string("expected ") +
-                                             std::string(detail::type_name<R>()) + ", got " +
+                                             std::string(akt::type_name<R>()) + ", got " +
                                              std::string(r->type_name()));
   }
 }

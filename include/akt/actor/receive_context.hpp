@@ -16,6 +16,7 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -66,33 +67,43 @@ struct request_options {
   bool stash_others = false;
 };
 
-// A pending request made with receive_context::request. cancel() drops the continuation (it will
-// not run) and returns whether the request was still pending. Only the requesting actor may
-// cancel, from inside its own handlers.
+// A pending request, as receive_context::request and grain_context::request_grain /
+// request_actor return it. Every outcome of a request reaches its continuation, on the
+// requester's turn: the reply, or the error (request_timeout, dead, unhandled, no_reply, and a
+// refusal made before anything was sent). error() also reports such a refusal at once
+// (empty_pid, reentrancy_disabled, ...), for a caller that wants to react on the spot; it is ok
+// for a request that went out. cancel() drops the continuation (it will not run) and returns
+// whether the request was still pending. Only the requester may cancel, from its own turns.
 class request_handle {
  public:
   request_handle() = default;
-  request_handle(detail::actor_cell* owner, std::uint64_t id) : owner_(owner), id_(id) {}
+  request_handle(detail::actor_cell* owner, std::uint64_t id, akt::error refused = {})
+      : owner_(owner), id_(id), refused_(std::move(refused)) {}
   bool cancel();
   std::uint64_t id() const noexcept { return id_; }
-  explicit operator bool() const noexcept { return id_ != 0; }
+  // True when the request went out (it was not refused at once).
+  explicit operator bool() const noexcept { return id_ != 0 && !refused_; }
+  // Why the request was refused before anything was sent; ok when it went out.
+  const akt::error& error() const noexcept { return refused_; }
 
  private:
   detail::actor_cell* owner_ = nullptr;
   std::uint64_t id_ = 0;
+  akt::error refused_;
 };
 
-// The reply owed for one message, taken out of its envelope by receive_context::defer_reply so
-// that the actor can give it after the handler returned (from a request's continuation, a later
-// message): respond and fail then do what ctx.respond / ctx.respond_error would have done while
-// handling the message. An asker gets at most one reply: a second one, or one after the asker
-// gave up, is published as a dead letter (request_timeout). A handle dropped while an asker
-// still waits completes the ask with errc::no_reply.
+// The answer owed for one message, taken out of its envelope by defer_reply (on an actor's
+// receive_context or a grain's grain_context) so that a later turn gives it: a request's
+// continuation, a timer, another message. reply, reply_error and ack then do what the context's
+// own reply, reply_error and ack would have done while handling the message. A caller gets at
+// most one answer: for an actor's ask a second one, or one after the asker gave up, is published
+// as a dead letter (request_timeout); for a grain later answers are ignored. A handle dropped
+// while a caller still waits completes it with errc::no_reply.
 //
-// Move-only; one owner at a time, not for concurrent use. Meant for the deferring actor's own
-// handlers, though completing it from another thread is safe too (the reply routes are). It
-// holds a reference on the deferring actor (the sender of a reply by tell). Deferring allocates
-// nothing.
+// Move-only; one owner at a time, not for concurrent use. Meant for the deferring actor's or
+// grain's own turns, though completing it from another thread is safe too (the reply routes
+// are). It holds a reference on the deferring actor (the sender of a reply by tell). Deferring
+// an actor's reply allocates nothing.
 class reply_handle {
  public:
   reply_handle() = default;
@@ -103,22 +114,36 @@ class reply_handle {
   ~reply_handle();
 
   template <class T>
-  void respond(T&& value) {
-    respond_message(akt::message(std::forward<T>(value)));
+  void reply(T&& value) {
+    reply_message(akt::message(std::forward<T>(value)));
   }
-  void respond_message(akt::message value);
-  // Completes a waiting ask with `err`; does nothing for a message that was not an ask.
-  void fail(error err);
-  // True while an asker waits for this reply.
+  void reply_message(akt::message value);
+  // Completes a waiting caller with `err`. For a grain's one-way tell (nobody waits) the error
+  // is published as a dead letter naming the grain; for an actor's tell it is dropped.
+  void reply_error(akt::error err);
+  // Completes a waiting caller without a value (an acknowledged grain tell: no error; an ask:
+  // an empty message). Nothing is sent when nobody waits.
+  void ack();
+  // True while a caller waits for this answer.
   bool expects_reply() const noexcept { return route_ != nullptr; }
+  // The caller's deadline (asks with a timeout only).
+  std::optional<std::chrono::steady_clock::time_point> deadline() const noexcept;
+  // True once the caller gave up (its deadline passed) or the answer was given.
+  bool cancelled() const noexcept;
 
  private:
   friend class receive_context;
+  friend class grain_context;
 
-  detail::reply_route* route_ = nullptr;  // the asker's route while a reply is owed
+  detail::reply_route* route_ = nullptr;  // the caller's route while an answer is owed
   pid self_;                              // the deferring actor; empty for a default handle
-  pid sender_;                            // who gets a reply by tell (not an ask)
-  bool ask_ = false;                      // the message was an ask (replies never go by tell)
+  pid sender_;                            // who gets a reply by tell (an actor's tell only)
+  // A grain's answer: its kind/name, for dead letters of a one-way tell's errors. Empty for an
+  // actor's.
+  std::string grain_;
+  std::int64_t deadline_ns_ = 0;  // steady-clock ns; 0 = no deadline
+  bool ask_ = false;              // the message was an ask (replies never go by tell)
+  bool ack_only_ = false;         // a grain's acknowledged tell: a value counts as ack
 };
 
 // 64-byte aligned and 128 bytes long: two cache lines, of which a tell of a small payload
@@ -163,18 +188,23 @@ class alignas(64) receive_context final : public envelope {
   bool has_deadline() const noexcept { return (flags_ & flag_has_deadline) != 0; }
   actor_system& system() const noexcept;
 
+  // ---- answering (the same words as grain_context's) ----
   // Replies: to the asker when this is an ask, else to the sending actor (with self as sender);
   // with neither, the reply is published as a dead letter. At most one reply reaches an asker.
   template <class T>
-  void respond(T&& value) {
-    respond_message(akt::message(std::forward<T>(value)));
+  void reply(T&& value) {
+    reply_message(akt::message(std::forward<T>(value)));
   }
-  void respond_message(akt::message value);
-  // Completes an ask with an error instead of a value (the asker's result carries it).
-  void respond_error(error err);
+  void reply_message(akt::message value);
+  // Completes an ask with an error instead of a value (the asker's result carries it); nothing
+  // for a tell.
+  void reply_error(akt::error err);
+  // Completes an ask with an empty message (an acknowledgement without a value); nothing for a
+  // tell.
+  void ack();
   // Takes the reply route out of this message (the asker's, or the sender to reply to by tell)
   // into a handle, to reply after the handler returns; the handler then no longer owes a reply
-  // (and ctx.respond to an ask is a dead letter).
+  // (and ctx.reply to an ask is a dead letter).
   reply_handle defer_reply();
 
   // Sends with this actor as the sender.
@@ -193,7 +223,7 @@ class alignas(64) receive_context final : public envelope {
   void stop_self();
   // Reports that handling this message failed: after the handler returns, the actor's
   // supervisor decides (as for an exception). An asker gets the error.
-  void fail(error err);
+  void fail(akt::error err);
 
   // ---- the hierarchy ----
   // Spawns a child of this actor (path "<this path>/<name>"). Children stop before their
@@ -257,7 +287,7 @@ class alignas(64) receive_context final : public envelope {
 
   // Asks `to` without blocking: returns at once; `then(ctx, reply)` runs later on this actor,
   // serialised with its other messages, with the reply or the error (request_timeout, dead,
-  // unhandled, no_reply, ...). timeout 0 = no timeout.
+  // unhandled, no_reply, empty_pid, ...). timeout 0 = no timeout. See request_handle.
   template <class R = akt::message, class T, class F>
   request_handle request(const pid& to, T&& msg, std::chrono::nanoseconds timeout, F&& then,
                          request_options options = {});
@@ -280,15 +310,18 @@ class alignas(64) receive_context final : public envelope {
 
  private:
   void release_sender() noexcept;
+  // env null: the request is refused at once with `refused` (empty_pid when ok); the
+  // continuation still gets the error, on a later turn.
   request_handle request_erased(const pid& to, envelope* env, std::chrono::nanoseconds timeout,
-                                detail::continuation then, request_options options);
+                                detail::continuation then, request_options options,
+                                akt::error refused = {});
 
   friend class detail::system_core;
   friend struct detail::context_access;
 
   std::int64_t deadline_ns_ = 0;  // steady-clock ns; meaningful when flag_has_deadline is set
   // Late-reply guard: set once a reply has been delivered or the ask completed, so a second
-  // respond is dropped. reset() leaves it set on purpose (build clears it); a clone clears it.
+  // reply is dropped. reset() leaves it set on purpose (build clears it); a clone clears it.
   bool reply_closed_ = false;
 };
 

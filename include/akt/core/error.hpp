@@ -40,6 +40,7 @@ enum class errc : std::uint8_t {
   reentrancy_disabled,   // a grain made a non-blocking request without reentrancy enabled
   reentrancy_in_flight_limit,  // a grain already has its maximum of requests in flight
   grain_timers_stopped,        // a grain timer was asked for while the activation ends
+  duplicate_type_name,         // another type already registered that stable type name
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).

@@ -14,26 +14,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "akt/core/type_name.hpp"
+
 namespace akt {
 
 namespace detail {
-
-// Compile-time type name from the compiler's pretty function string; used for dead letters and
-// error details, never for type checks.
-template <class T>
-constexpr std::string_view type_name() noexcept {
-#if defined(__clang__) || defined(__GNUC__)
-  std::string_view s = __PRETTY_FUNCTION__;
-  const std::string_view key = "T = ";
-  const auto start = s.find(key);
-  if (start == std::string_view::npos) return s;
-  s.remove_prefix(start + key.size());
-  const auto end = s.find_first_of(";]");
-  return s.substr(0, end);
-#else
-  return "?";
-#endif
-}
 
 struct message_vtable {
   std::string_view name;
@@ -102,7 +87,7 @@ struct message_ops {
       return &destroy;
   }
 
-  static constexpr message_vtable table{type_name<T>(), &relocate, destroy_fn(), copy_fn(),
+  static constexpr message_vtable table{akt::type_name<T>(), &relocate, destroy_fn(), copy_fn(),
                                         &address};
 };
 

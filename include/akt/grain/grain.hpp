@@ -6,8 +6,8 @@
 //     long balance = 0;
 //     akt::error on_activate(akt::grain_props& p) override { /* load state */ return {}; }
 //     void on_receive(akt::grain_context& ctx) override {
-//       if (auto* d = ctx.get_if<deposit>()) { balance += d->amount; ctx.no_err(); }
-//       else if (ctx.is<get_balance>()) ctx.response(balance);
+//       if (auto* d = ctx.get_if<deposit>()) { balance += d->amount; ctx.ack(); }
+//       else if (ctx.is<get_balance>()) ctx.reply(balance);
 //       else ctx.unhandled();
 //     }
 //   };

@@ -1,13 +1,13 @@
 #pragma once
 // grain_context: what on_receive gets. Valid only during that call, on the grain's turn.
 //
-// Answering: an ask expects response(value), err(error) or unhandled(); an acknowledged tell
-// expects no_err(), err(error) or unhandled() (a response counts as no_err). The first answer
-// wins; later ones are ignored. A handler that returns without answering an ask or an
-// acknowledged tell completes it with errc::no_reply at once (rather than leaving the caller
-// to time out). For a one-way tell there is nobody to answer: err, unhandled and exceptions
-// are published as dead letters naming the grain. defer_response hands the answer to a
-// grain_reply for a later turn.
+// Answering, in the same words as an actor's receive_context: an ask expects reply(value),
+// reply_error(error) or unhandled(); an acknowledged tell expects ack(), reply_error(error) or
+// unhandled() (a reply counts as ack). The first answer wins; later ones are ignored. A handler
+// that returns without answering an ask or an acknowledged tell completes it with
+// errc::no_reply at once (rather than leaving the caller to time out). For a one-way tell there
+// is nobody to answer: reply_error, unhandled and exceptions are published as dead letters
+// naming the grain. defer_reply hands the answer to a reply_handle for a later turn.
 
 #include <chrono>
 #include <functional>
@@ -32,50 +32,6 @@ result<akt::message> ask_from_grain(receive_context& env, const grain_identity* 
 error pipe_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
                       piped_task task, std::chrono::nanoseconds timeout);
 }  // namespace detail
-
-// The answer owed for one message, handed over by grain_context::defer_response so that a later
-// turn (a request's continuation, a timer, another message) gives it. response / no_err / err
-// then do what they would have done during on_receive: an ask gets the value or the error; an
-// acknowledged tell is acknowledged (a response counts as no_err); for a one-way tell, err is
-// published as a dead letter naming the grain. The first answer wins; a handle dropped unanswered
-// completes a waiting caller with errc::no_reply. Deferring does not hold off deactivation.
-// Move-only; for the grain's own turns (completing it from another thread is safe too).
-class grain_reply {
- public:
-  grain_reply() = default;
-  grain_reply(grain_reply&&) noexcept = default;
-  grain_reply& operator=(grain_reply&&) noexcept = default;
-
-  template <class T>
-  void response(T&& value) {
-    if (acknowledged_) return no_err();
-    handle_.respond(std::forward<T>(value));
-  }
-  void no_err() {
-    if (handle_.expects_reply()) handle_.respond_message(akt::message());
-  }
-  void err(error e);
-  // True while a caller waits for this answer (an ask or an acknowledged tell not yet answered).
-  bool expects_reply() const noexcept { return handle_.expects_reply(); }
-  // The caller's deadline (asks only).
-  std::optional<std::chrono::steady_clock::time_point> deadline() const noexcept {
-    return deadline_;
-  }
-  // True once the caller gave up (its deadline passed) or the answer was given.
-  bool cancelled() const noexcept {
-    return !handle_.expects_reply() ||
-           (deadline_ && std::chrono::steady_clock::now() >= *deadline_);
-  }
-
- private:
-  friend class grain_context;
-  reply_handle handle_;
-  pid self_;           // the activation, for dead letters
-  std::string grain_;  // kind/name, for dead letters
-  bool acknowledged_ = false;
-  bool answered_one_way_ = false;  // err on a one-way tell's handle was published
-  std::optional<std::chrono::steady_clock::time_point> deadline_;
-};
 
 class grain_context {
  public:
@@ -120,14 +76,20 @@ class grain_context {
 
   // ---- answering ----
   template <class T>
-  void response(T&& value) {
-    if (acknowledged_) return no_err();
+  void reply(T&& value) {
+    if (acknowledged_) return ack();
     if (answered_) return;
     answered_ = true;
-    if (env_.expects_reply()) env_.respond(std::forward<T>(value));
+    if (env_.expects_reply()) env_.reply(std::forward<T>(value));
   }
-  void no_err();
-  void err(error e);
+  void reply_message(akt::message value) {
+    if (acknowledged_) return ack();
+    if (answered_) return;
+    answered_ = true;
+    if (env_.expects_reply()) env_.reply_message(std::move(value));
+  }
+  void ack();
+  void reply_error(error e);
   void unhandled();
 
   // ---- one-way sends from inside (they never wait for the target) ----
@@ -175,28 +137,31 @@ class grain_context {
   // ---- non-blocking requests (need reentrancy) ----
   // Sends msg as an ask and returns at once; then(ctx, reply) runs later on this grain's turn
   // with the answer or the error (request_timeout after options.timeout, dead, unhandled,
-  // no_reply, ...). Refused with reentrancy_disabled when the mode is off, and with
-  // reentrancy_in_flight_limit when max_in_flight requests are already pending. While a
-  // request is in flight the grain is not deactivated for idleness. Inside `then`, answer an
-  // earlier message through its grain_reply (defer_response); ctx's own answers go nowhere.
+  // no_reply, ...), as an actor's receive_context::request (the same request_handle). Refused
+  // with reentrancy_disabled when the mode is off, and with reentrancy_in_flight_limit when
+  // max_in_flight requests are already pending: the handle's error() says so at once, and the
+  // continuation gets the same error on a later turn. While a request is in flight the grain is
+  // not deactivated for idleness. Inside `then`, answer an earlier message through its
+  // reply_handle (defer_reply); ctx's own answers go nowhere.
   template <class R = akt::message, class T, class F>
-  result<request_handle> request_grain(const grain_identity& to, T&& msg, F&& then,
-                                       grain_request_options options = {}) {
+  request_handle request_grain(const grain_identity& to, T&& msg, F&& then,
+                               grain_request_options options = {}) {
     return request_message(&to, nullptr, akt::message(std::forward<T>(msg)),
                            wrap<R>(std::forward<F>(then)), options);
   }
   template <class R = akt::message, class T, class F>
-  result<request_handle> request_actor(const pid& to, T&& msg, F&& then,
-                                       grain_request_options options = {}) {
+  request_handle request_actor(const pid& to, T&& msg, F&& then,
+                               grain_request_options options = {}) {
     return request_message(nullptr, &to, akt::message(std::forward<T>(msg)),
                            wrap<R>(std::forward<F>(then)), options);
   }
+  // An actor found by name (actor_system::find); not found: errc::actor_not_found, as above.
   template <class R = akt::message, class T, class F>
-  result<request_handle> request_actor(std::string_view name, T&& msg, F&& then,
-                                       grain_request_options options = {}) {
+  request_handle request_actor(std::string_view name, T&& msg, F&& then,
+                               grain_request_options options = {}) {
     auto to = lookup_actor(name);
-    if (!to) return to.error();
-    return request_actor<R>(*to, std::forward<T>(msg), std::forward<F>(then), options);
+    return request_message(nullptr, to ? &*to : nullptr, akt::message(std::forward<T>(msg)),
+                           wrap<R>(std::forward<F>(then)), options, to ? error() : to.error());
   }
 
   // Changes this activation's reentrancy until it is deactivated (the next activation starts
@@ -206,8 +171,9 @@ class grain_context {
   void disable_reentrancy();
 
   // Takes the answer owed for this message out of the call, to be given later (see
-  // grain_reply). on_receive's return then answers nothing.
-  grain_reply defer_response();
+  // reply_handle). on_receive's return then answers nothing. Deferring does not hold off
+  // deactivation.
+  reply_handle defer_reply();
 
   // ---- piping (work off the grain's turn) ----
   // Runs task() on the system's blocking pool and delivers its result as a message: a T for a
@@ -278,9 +244,9 @@ class grain_context {
  private:
   result<pid> lookup_actor(std::string_view name) const;
   error tell_grain_message(const grain_identity& to, akt::message msg);
-  result<request_handle> request_message(const grain_identity* grain, const pid* actor,
-                                         akt::message msg, detail::grain_continuation then,
-                                         const grain_request_options& options);
+  request_handle request_message(const grain_identity* grain, const pid* actor, akt::message msg,
+                                 detail::grain_continuation then,
+                                 const grain_request_options& options, error refused = {});
   template <class R, class F>
   static detail::grain_continuation wrap(F&& f) {
     return [f = std::forward<F>(f)](grain_context& ctx, result<akt::message> reply) mutable {

@@ -172,13 +172,15 @@ constexpr std::string_view grain_kind_name() noexcept {
   static_assert(std::is_base_of_v<grain, T>, "a grain kind must derive from akt::grain");
   static_assert(std::is_default_constructible_v<T>,
                 "grains are default-constructed by the framework; initialise in on_activate");
-  return type_name<T>();
+  return akt::type_name<T>();
 }
 
 }  // namespace detail
 
-// Registers kind T (named after its type) on sys, so that a bare send can activate it; with
-// options, declares them as the kind's defaults (replacing earlier ones).
+// Registers kind T on sys, so that a bare send can activate it; with options, declares them as
+// the kind's defaults (replacing earlier ones). The kind is named akt::type_name<T>(): give the
+// type a stable name (type_name.hpp) for anything that outlives one process. Another type that
+// already registered that name: errc::duplicate_type_name.
 template <class T>
 error register_grain_kind(actor_system& sys) {
   auto k = detail::register_kind(sys, detail::grain_kind_name<T>(), &detail::make_grain_cell<T>,

@@ -94,14 +94,14 @@ class probe {
   // message is consumed).
   template <class T, class P>
   result<T> expect_where(P pred, std::chrono::nanoseconds within = probe_defaults::within) {
-    result<message> next = next_message(within, akt::detail::type_name<T>());
+    result<message> next = next_message(within, akt::type_name<T>());
     if (!next) return next.error();
     if constexpr (std::is_same_v<T, message>) {
       if (!pred(std::as_const(*next))) return mismatch(next->type_name());
       return std::move(*next);
     } else {
       T* v = next->template get_if<T>();
-      if (v == nullptr) return wrong_type(akt::detail::type_name<T>(), next->type_name());
+      if (v == nullptr) return wrong_type(akt::type_name<T>(), next->type_name());
       if (!pred(std::as_const(*v))) return mismatch(next->type_name());
       return std::move(*v);
     }

@@ -10,7 +10,7 @@ struct ping {
 
 struct ponger : akt::actor {
   void receive(akt::receive_context& ctx) override {
-    if (auto* p = ctx.get_if<ping>()) ctx.respond(p->n + 1);
+    if (auto* p = ctx.get_if<ping>()) ctx.reply(p->n + 1);
   }
 };
 
