@@ -793,9 +793,9 @@ std::vector<akt::grain_identity> pair_grains(benchmark::State& state, akt::actor
                                              const char* prefix, unsigned n) {
   std::vector<akt::grain_identity> ids;
   for (unsigned i = 0; i < n; ++i) {
-    auto id = akt::grain_of<T>(sys, std::string(prefix) + "-" + std::to_string(i));
+    auto id = akt::activate_grain<T>(sys, std::string(prefix) + "-" + std::to_string(i));
     if (!id) {
-      state.SkipWithError(("grain_of failed: " + id.error().message()).c_str());
+      state.SkipWithError(("activate_grain failed: " + id.error().message()).c_str());
       return {};
     }
     ids.push_back(std::move(*id));
@@ -839,6 +839,25 @@ void BM_GrainTellOneWayPairwise(benchmark::State& state) {
 }
 BENCHMARK(BM_GrainTellOneWayPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// 10b. GrainRefTellOneWayPairwise: the same through a grain_ref per producer, whose one-way tells
+// go straight to the activation they reached (no directory lookup, no lock).
+void BM_GrainRefTellOneWayPairwise(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  bench_system bs(state);
+  if (!bs.ok) return;
+  auto sinks = counting_grain_kind(state, bs.sys, n);
+  if (!sinks) return;
+  const auto ids = pair_grains<counting_grain>(state, bs.sys, "sink", n);
+  if (ids.empty()) return;
+  std::vector<akt::grain_ref<counting_grain>> refs;
+  for (const auto& id : ids) refs.emplace_back(bs.sys, id);
+  completion* done = sinks->done.get();
+  run_pairwise_tells(state, bs, n, done, [&](unsigned i, std::uint64_t k) {
+    return static_cast<bool>(refs[i].tell_one_way(ping{static_cast<long>(k)}));
+  });
+}
+BENCHMARK(BM_GrainRefTellOneWayPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // ---------------------------------------------------------------------------------------------
 // 11. GrainAskPairwise and 12. GrainTellPairwise: AskPairwise with grains. hardware_concurrency
 // threads, each making sequential blocking calls to its own grain: ask_grain (answered with
@@ -877,7 +896,7 @@ BENCHMARK(BM_GrainTellPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
 //
 // 14. GrainIdleBytes: the same activations, measuring the glibc heap (and the resident set)
 // before and after, like SpawnIdleActor: bytes per idle grain that has handled its activating
-// message, and per grain activated by grain_of without a message.
+// message, and per grain activated by activate_grain without a message.
 
 struct activated_grain final : akt::grain {
   completion* done = nullptr;
@@ -904,9 +923,9 @@ bool activated_grain_kind(benchmark::State& state, akt::actor_system& sys,
   }
   // Warm-up: the layer, the directory shards and the pools exist before measuring.
   for (int i = 0; i < 64; ++i) {
-    auto w = akt::grain_of<activated_grain>(sys, "warm-" + std::to_string(i));
+    auto w = akt::activate_grain<activated_grain>(sys, "warm-" + std::to_string(i));
     if (!w) {
-      state.SkipWithError(("warm-up grain_of failed: " + w.error().message()).c_str());
+      state.SkipWithError(("warm-up activate_grain failed: " + w.error().message()).c_str());
       return false;
     }
     if (akt::tell_grain(sys, *w, ping{i}, {.one_way = true})) {
@@ -920,7 +939,7 @@ bool activated_grain_kind(benchmark::State& state, akt::actor_system& sys,
 }
 
 // Activates n fresh grains ("<prefix>-<i>") with one one-way ping each (with_message) or by
-// grain_of; false after a failure (reported).
+// activate_grain; false after a failure (reported).
 bool activate_fresh(benchmark::State& state, akt::actor_system& sys, akt::grain_identity& id,
                     const char* prefix, std::size_t n, bool with_message) {
   char name[32];
@@ -930,7 +949,7 @@ bool activate_fresh(benchmark::State& state, akt::actor_system& sys, akt::grain_
     akt::error e;
     if (with_message) {
       e = akt::tell_grain(sys, id, ping{static_cast<long>(i)}, {.one_way = true});
-    } else if (auto r = akt::grain_of<activated_grain>(sys, id.name); !r) {
+    } else if (auto r = akt::activate_grain<activated_grain>(sys, id.name); !r) {
       e = r.error();
     }
     if (e) {

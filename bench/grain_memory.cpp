@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   if (akt::with_grain_default_options<idle_grain>(
           sys, {.deactivate_after = std::chrono::milliseconds(after_ms), .dependencies = deps}))
     return 1;
-  auto first = akt::grain_of<idle_grain>(sys, "warm-0");  // also tells us the kind's name
+  auto first = akt::activate_grain<idle_grain>(sys, "warm-0");  // also tells us the kind's name
   if (!first) return 1;
   akt::grain_identity id = *first;
 

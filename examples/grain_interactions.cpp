@@ -108,9 +108,9 @@ int main() {
   (void)akt::register_grain_kind<inventory>(sys);
   // [/reentrancy]
 
-  auto shelf = akt::grain_of<inventory>(sys, "sku-1");
-  auto first = akt::grain_of<order>(sys, "order-1");
-  auto second = akt::grain_of<order>(sys, "order-2");
+  auto shelf = akt::activate_grain<inventory>(sys, "sku-1");
+  auto first = akt::activate_grain<order>(sys, "order-1");
+  auto second = akt::activate_grain<order>(sys, "order-2");
   if (!shelf || !first || !second) return 1;
 
   auto placed = akt::ask_grain<std::string>(sys, *first, place{*shelf, 2}, 1s);

@@ -50,6 +50,9 @@ class ledger {
 // [account]
 class account : public akt::grain {
  public:
+  // The kind's stable name: the same on every node and in every build (akt::type_name).
+  static constexpr std::string_view akt_type_name = "bank.account";
+
   akt::error on_activate(akt::grain_props& props) override {
     ledger_ = props.dependency<ledger>("ledger");
     if (!ledger_) return akt::error(akt::errc::invalid_argument, "no ledger");
@@ -58,24 +61,26 @@ class account : public akt::grain {
   }
 
   void on_receive(akt::grain_context& ctx) override {
-    if (auto* d = ctx.get_if<deposit>()) {
-      balance_ += d->amount;
-      ctx.ack();  // an acknowledged tell returns ok
-    } else if (auto* w = ctx.get_if<withdraw>()) {
-      if (w->amount > balance_) return ctx.reply_error(insufficient(w->amount));
-      balance_ -= w->amount;
-      ctx.ack();
-    } else if (auto* t = ctx.get_if<transfer>()) {
-      if (t->amount > balance_) return ctx.reply_error(insufficient(t->amount));
-      balance_ -= t->amount;
-      // One-way, from inside: never blocks this grain; activates the target if needed.
-      (void)ctx.tell_grain(t->to, deposit{t->amount});
-      ctx.ack();
-    } else if (ctx.is<balance>()) {
-      ctx.reply(balance_);  // the reply to an ask
-    } else {
-      ctx.unhandled();
-    }
+    // One handler per message type; anything else is unhandled.
+    akt::match(
+        ctx,
+        [&](const deposit& d, auto& c) {
+          balance_ += d.amount;
+          c.ack();  // an acknowledged tell returns ok
+        },
+        [&](const withdraw& w, auto& c) {
+          if (w.amount > balance_) return c.reply_error(insufficient(w.amount));
+          balance_ -= w.amount;
+          c.ack();
+        },
+        [&](const transfer& t, auto& c) {
+          if (t.amount > balance_) return c.reply_error(insufficient(t.amount));
+          balance_ -= t.amount;
+          // One-way, from inside: never blocks this grain; activates the target if needed.
+          (void)c.tell_grain(t.to, deposit{t.amount});
+          c.ack();
+        },
+        [&](const balance&, auto& c) { c.reply(balance_); });  // the reply to an ask
   }
 
   akt::error on_deactivate(akt::grain_props& props) override {
@@ -118,18 +123,19 @@ int main() {
   // [/events]
 
   // [use]
-  akt::result<akt::grain_identity> alice = akt::grain_of<account>(sys, "alice");  // activates it
-  if (!alice) return 1;
-  const akt::grain_identity bob{alice->kind, "bob"};  // kind/name; its first message activates it
+  // A ref names a grain; getting one activates nothing: the first message does.
+  akt::result<akt::grain_ref<account>> alice = akt::get_grain<account>(sys, "alice");
+  akt::result<akt::grain_ref<account>> bob = akt::get_grain<account>(sys, "bob");
+  if (!alice || !bob) return 1;
 
-  (void)akt::tell_grain(sys, *alice, deposit{100});  // waits until the account answered
-  akt::error refused = akt::tell_grain(sys, *alice, withdraw{500});
+  if (alice->tell(deposit{100})) return 1;  // waits until the account answered (ack)
+  akt::error refused = alice->tell(withdraw{500});
   std::printf("withdraw 500: %s\n", refused.message().c_str());  // insufficient funds
   // One-way: returns once the message is queued; a failure would become a dead letter.
-  (void)akt::tell_grain(sys, *alice, transfer{bob, 30}, {.one_way = true});
+  (void)alice->tell_one_way(transfer{bob->identity(), 30});
 
-  akt::result<long> a = akt::ask_grain<long>(sys, *alice, balance{}, 1s);
-  akt::result<long> b = akt::ask_grain<long>(sys, bob, balance{}, 1s);
+  akt::result<long> a = alice->ask<long>(balance{}, 1s);
+  akt::result<long> b = bob->ask<long>(balance{}, 1s);
   if (!a || !b) return 1;
   std::printf("alice %ld, bob %ld\n", *a, *b);  // alice 70, bob 30
   // [/use]
@@ -142,7 +148,7 @@ int main() {
   std::printf("active grains: %zu, saved: alice %ld\n", akt::active_grains(sys).size(),
               store->load("alice"));
   // The next message activates alice again; on_activate reloads the saved balance.
-  akt::result<long> again = akt::ask_grain<long>(sys, *alice, balance{}, 1s);
+  akt::result<long> again = alice->ask<long>(balance{}, 1s);
   if (!again || *again != 70) return 1;
   std::printf("alice after reactivation: %ld (activations so far: %llu)\n", *again,
               static_cast<unsigned long long>(akt::grain_activation_count(sys)));

@@ -17,6 +17,7 @@
 #include "akt/core/type_name.hpp"
 #include "akt/grain/grain.hpp"
 #include "akt/grain/grain_context.hpp"
+#include "akt/grain/grain_ref.hpp"
 #include "akt/grain/grains.hpp"
 #include "akt/mailbox/bounded_mailbox.hpp"
 #include "akt/mailbox/mailbox.hpp"

@@ -107,7 +107,14 @@ struct grain_host_access {
   static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
   static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
   static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
+  static std::atomic<std::uint64_t>& direct(grain_host_base& h) noexcept { return h.direct_word(); }
 };
+
+namespace {
+// grain_host_base::direct_'s fields.
+constexpr std::uint64_t k_direct_closed = std::uint64_t{1} << 31;
+constexpr std::uint64_t k_direct_senders = k_direct_closed - 1;
+}  // namespace
 
 // The timers of one activation (turn owner).
 struct grain_timer_table {
@@ -474,8 +481,30 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   }
   handled_at_arm_ = handled_;
   arm_idle_timer(cell, settings.deactivate_after);
+  open_direct();
   if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
   return {};
+}
+
+void grain_host_base::open_direct() noexcept {
+  std::atomic<std::uint64_t>& direct = direct_word();
+  const std::uint64_t open = std::uint64_t{generation_} << 32;
+  std::uint64_t v = direct.load(std::memory_order_relaxed);
+  // Senders that found it closed may still be on their way out: keep their count.
+  while (!direct.compare_exchange_weak(v, open | (v & k_direct_senders), std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+  }
+}
+
+void grain_host_base::close_direct() noexcept {
+  std::atomic<std::uint64_t>& direct = direct_word();
+  std::uint64_t v = direct.fetch_or(k_direct_closed, std::memory_order_acq_rel);
+  // A sender inside is between its check and its enqueue (a few instructions): wait it out, so
+  // that what it sends is in the mailbox before anyone checks the mailbox is empty.
+  for (unsigned spins = 0; (v & k_direct_senders) != 0; ++spins) {
+    if (spins > 64) std::this_thread::yield();
+    v = direct.load(std::memory_order_acquire);
+  }
 }
 
 error grain_host_base::pre_start(actor_context& ctx) {
@@ -522,6 +551,7 @@ void grain_host_base::deactivate_for_stop(actor_system& sys, actor_cell* cell) {
 }
 
 void grain_host_base::end_activation() noexcept {
+  close_direct();
   timers_stopped_ = true;
   stop_timers();
   drop_instance();
@@ -759,17 +789,22 @@ result<std::pair<pid, envelope*>> address(system_core* core, const grain_identit
 // a refusal (a closing cell) is delivered outside the lock, where its dead letter is published.
 // publish_all: see publish_refused. Without may_activate (a runtime thread that must not run
 // on_activate: the timer thread) a delivery that needs an activation moves to the blocking pool.
+// With a route (a grain_ref's), the activation it reached is remembered when it is open for
+// direct sends.
 error tell_one_way(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
-                   bool publish_all = false, bool may_activate = true) {
+                   bool publish_all = false, bool may_activate = true,
+                   grain_route* route = nullptr) {
   grain_layer& layer = layer_of(core);
   auto kind = layer.find_kind(id.kind);
   struct enqueue final : grain_directory::visitor {
     const grain_identity& id;
     message& msg;
     actor_cell* sender;
+    grain_route* route;
     receive_context* refused = nullptr;  // to deliver (and be refused) outside the lock
     pid refused_by;
-    enqueue(const grain_identity& i, message& m, actor_cell* s) : id(i), msg(m), sender(s) {}
+    enqueue(const grain_identity& i, message& m, actor_cell* s, grain_route* r)
+        : id(i), msg(m), sender(s), route(r) {}
     error visit(actor_cell* cell) override {
       if (error e = reserve(cell, id)) return e;
       auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
@@ -777,12 +812,25 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
         sender->add_ref();
         context_access::sender(*env) = sender;
       }
+      if (route != nullptr) remember(cell);
       if (cell->deliver_if_open(env)) return {};
       refused = env;
       refused_by = pid::share(cell);
       return {};
     }
-  } v(id, msg, sender);
+    // Under the directory's lock: the host is alive.
+    void remember(actor_cell* cell) {
+      std::atomic<std::uint64_t>& direct = grain_host_access::direct(grain_host_access::of(cell));
+      const std::uint64_t d = direct.load(std::memory_order_acquire);
+      if ((d & k_direct_closed) != 0) {
+        route->cell = pid();  // dormant or ending: ask the directory next time too
+        return;
+      }
+      if (route->cell.cell() != cell) route->cell = pid::share(cell);
+      route->direct = &direct;
+      route->generation = static_cast<std::uint32_t>(d >> 32);
+    }
+  } v(id, msg, sender, route);
   error e = kind ? layer.visit(*kind, id.name, nullptr, v, may_activate) : kind.error();
   if (e == k_not_active) {  // without may_activate only; msg is untouched
     auto task = [core, id, publish_all, m = std::make_shared<message>(std::move(msg))] {
@@ -797,6 +845,41 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
   }
   if (v.refused != nullptr) return v.refused_by.cell()->deliver(v.refused);
   return {};
+}
+
+// The fast path of a grain_ref's one-way tell: straight into route's activation while it is open
+// for direct sends under route's generation (no directory lookup, no lock). False when the route
+// is empty or stale (nothing was sent; msg is untouched); true when sent or refused (`out`).
+bool direct_send(const grain_identity& id, message& msg, grain_route& route, actor_cell* sender,
+                 error& out) {
+  actor_cell* const cell = route.cell.cell();
+  if (cell == nullptr) return false;
+  // Not through the host: it may be gone (the cell stopped); the word is the cell's.
+  std::atomic<std::uint64_t>& direct = *route.direct;
+  const std::uint64_t d = direct.fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) != 0 || static_cast<std::uint32_t>(d >> 32) != route.generation) {
+    direct.fetch_sub(1, std::memory_order_release);
+    route.cell = pid();
+    return false;
+  }
+  receive_context* refused = nullptr;
+  out = reserve(cell, id);
+  if (!out) {
+    auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+    if (sender != nullptr) {
+      sender->add_ref();
+      context_access::sender(*env) = sender;
+    }
+    if (!cell->deliver_if_open(env)) refused = env;
+  }
+  // Release: the enqueue above is in the mailbox before close_direct sees this sender leave.
+  direct.fetch_sub(1, std::memory_order_release);
+  if (out) {
+    publish_refused(cell->system(), msg, sender, id, out);
+  } else if (refused != nullptr) {
+    out = cell->deliver(refused);  // a closed cell: refused, with its dead letter
+  }
+  return true;
 }
 
 // Delivers a timer's or a pipe's message to a grain: every refusal is published, and
@@ -1024,6 +1107,31 @@ reply_handle grain_context::defer_reply() {
   answered_ = true;  // the answer now belongs to the handle
   return r;
 }
+
+namespace detail {
+
+error check_grain_name(std::string_view name) { return validate_actor_name(name); }
+
+error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, grain_route& route,
+                     actor_cell* sender) {
+  error out;
+  if (direct_send(id, msg, route, sender, out)) return out;
+  return tell_one_way(sys.core(), id, std::move(msg), sender, false, true, &route);
+}
+
+request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,
+                                        std::chrono::nanoseconds timeout, continuation then,
+                                        request_options options) {
+  actor_cell* self = context_access::receiver(ctx);
+  auto p = reach(layer_of(self->system()), id);
+  if (!p) {
+    publish_refused(self->system(), msg, self, id, p.error());
+    return context_access::refuse_request(ctx, std::move(then), p.error());
+  }
+  return ctx.request<message>(*p, std::move(msg), timeout, std::move(then), options);
+}
+
+}  // namespace detail
 
 std::vector<grain_identity> active_grains(actor_system& sys) {
   return detail::layer_of(sys).active();

@@ -23,7 +23,7 @@ struct impostor final : akt::grain {
 TEST(GrainKind, AStableTypeNameNamesTheKind) {
   akt::actor_system sys("kind-stable");
   ASSERT_TRUE(sys.start());
-  auto id = akt::grain_of<ledger>(sys, "main");
+  auto id = akt::activate_grain<ledger>(sys, "main");
   ASSERT_TRUE(id) << id.error().message();
   EXPECT_EQ(id->kind, "bank.ledger");
   EXPECT_EQ(id->str(), "bank.ledger/main");
@@ -38,7 +38,7 @@ TEST(GrainKind, TwoTypesWithTheSameStableNameAreRefusedAtRegistration) {
   const akt::error e = akt::register_grain_kind<impostor>(sys);
   EXPECT_EQ(e.code(), errc::duplicate_type_name);
   EXPECT_NE(e.message().find("bank.ledger"), std::string::npos) << e.message();
-  auto id = akt::grain_of<impostor>(sys, "x");
+  auto id = akt::activate_grain<impostor>(sys, "x");
   ASSERT_FALSE(id);
   EXPECT_EQ(id.error().code(), errc::duplicate_type_name);
   EXPECT_EQ(akt::with_grain_default_options<impostor>(sys, {}).code(), errc::duplicate_type_name);

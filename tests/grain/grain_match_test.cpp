@@ -33,7 +33,7 @@ struct wallet final : akt::grain {
 TEST(GrainMatch, HandlersAnswerAndAnUnmatchedMessageIsUnhandled) {
   akt::actor_system sys("grain-match");
   ASSERT_TRUE(sys.start());
-  auto id = akt::grain_of<wallet>(sys, "w");
+  auto id = akt::activate_grain<wallet>(sys, "w");
   ASSERT_TRUE(id);
   EXPECT_FALSE(akt::tell_grain(sys, *id, deposit{4}));
   EXPECT_FALSE(akt::tell_grain(sys, *id, deposit{6}));

@@ -192,18 +192,18 @@ TEST(Grain_Interface, FirstMessageActivatesAndOnReceiveHandlesIt) {
 
 TEST(Grain_Identity, GrainOfDerivesTheKindFromTheTypeAndActivates) {
   fixture f("g-of");
-  auto id = akt::grain_of<counter>(f.sys, "user-123");
+  auto id = akt::activate_grain<counter>(f.sys, "user-123");
   ASSERT_TRUE(id) << id.error().message();
   EXPECT_EQ(id->kind, akt::detail::grain_kind_name<counter>());
   EXPECT_EQ(id->name, "user-123");
   EXPECT_EQ(id->str(), id->kind + "/user-123");
-  EXPECT_EQ(f.p->activations.load(), 1) << "grain_of activates the grain";
+  EXPECT_EQ(f.p->activations.load(), 1) << "activate_grain activates the grain";
 }
 
 TEST(Grain_Identity, GrainOfOnAnActiveGrainActivatesNothing) {
   fixture f("g-of-active");
-  ASSERT_TRUE(akt::grain_of<counter>(f.sys, "x"));
-  ASSERT_TRUE(akt::grain_of<counter>(f.sys, "x"));
+  ASSERT_TRUE(akt::activate_grain<counter>(f.sys, "x"));
+  ASSERT_TRUE(akt::activate_grain<counter>(f.sys, "x"));
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("x"), add{1}));
   EXPECT_EQ(f.p->activations.load(), 1);
   EXPECT_EQ(akt::grain_activation_count(f.sys), 1u);
@@ -222,7 +222,7 @@ TEST(Grain_Identity, TheNameTellsGrainsOfOneKindApart) {
 TEST(Grain_Identity, InvalidNamesAreRefused) {
   fixture f("g-bad-names");
   for (const char* bad : {"", "-lead", "has space", "slash/inside"}) {
-    auto r = akt::grain_of<counter>(f.sys, bad);
+    auto r = akt::activate_grain<counter>(f.sys, bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error().code(), errc::invalid_actor_name) << bad;
     EXPECT_EQ(akt::tell_grain(f.sys, f.id(bad), add{1}).code(), errc::invalid_actor_name);
@@ -258,7 +258,7 @@ TEST(GrainContext, SelfIsTheIdentity) {
   struct who final : akt::grain {
     void on_receive(akt::grain_context& ctx) override { ctx.reply(ctx.self().str()); }
   };
-  auto id = akt::grain_of<who>(sys, "me");
+  auto id = akt::activate_grain<who>(sys, "me");
   ASSERT_TRUE(id);
   EXPECT_EQ(*akt::ask_grain<std::string>(sys, *id, get{}, 5s), id->str());
 }
@@ -310,7 +310,7 @@ TEST(GrainContext, TellActorReachesAnActor) {
   };
   std::atomic<int> got{0};
   ASSERT_TRUE(f.sys.spawn<sink>("sink", &got));
-  auto id = akt::grain_of<teller>(f.sys, "t");
+  auto id = akt::activate_grain<teller>(f.sys, "t");
   ASSERT_TRUE(id);
   EXPECT_FALSE(akt::tell_grain(f.sys, *id, get{}));
   EXPECT_TRUE(eventually([&] { return got.load() == 1; }));
@@ -329,7 +329,7 @@ TEST(GrainContext, TellGrainFromInsideIsOneWayAndActivatesTheTarget) {
       }
     }
   };
-  auto id = akt::grain_of<relay>(f.sys, "r");
+  auto id = akt::activate_grain<relay>(f.sys, "r");
   ASSERT_TRUE(id);
   EXPECT_FALSE(akt::tell_grain(f.sys, *id, add{21}));
   EXPECT_TRUE(eventually([&] {
@@ -517,7 +517,7 @@ TEST(Grain_Options, GrainOfOptionsBelongToThatActivationAndABareSendUsesTheKindD
   fixture f("g-opts", {.deactivate_after = std::chrono::hours(1)});
   auto deps = std::make_shared<akt::grain_dependencies>();
   deps->add("probe", f.p);
-  auto id = akt::grain_of<counter>(f.sys, "o", {.deactivate_after = 30ms, .dependencies = deps});
+  auto id = akt::activate_grain<counter>(f.sys, "o", {.deactivate_after = 30ms, .dependencies = deps});
   ASSERT_TRUE(id);
   // With the per-call 30 ms it passivates...
   ASSERT_TRUE(eventually([&] { return f.p->deactivations.load() == 1; }));
@@ -715,7 +715,7 @@ TEST(Grain_Shutdown, NoActivationAfterShutdownBegan) {
   ASSERT_TRUE(f.sys.stop());
   EXPECT_EQ(akt::tell_grain(f.sys, f.id("b"), add{1}).code(), errc::system_shutting_down);
   EXPECT_EQ(akt::ask_grain(f.sys, f.id("a"), get{}, 1s).error().code(), errc::system_shutting_down);
-  EXPECT_EQ(akt::grain_of<counter>(f.sys, "c").error().code(), errc::system_shutting_down);
+  EXPECT_EQ(akt::activate_grain<counter>(f.sys, "c").error().code(), errc::system_shutting_down);
   EXPECT_EQ(f.p->activations.load(), 1);
 }
 
@@ -767,7 +767,7 @@ TEST(Grain_Shutdown, AnActivationThatFinishesAfterTheShutdownBeganIsRolledBack) 
   });
   int n = 0;
   ASSERT_TRUE(eventually([&] {
-    auto id = akt::grain_of<bystander>(f.sys, "b" + std::to_string(n++));
+    auto id = akt::activate_grain<bystander>(f.sys, "b" + std::to_string(n++));
     return !id && id.error().code() == errc::system_shutting_down;
   })) << "the shutdown began";
   EXPECT_FALSE(stop_returned.load()) << "stop waits for the activation in progress";
@@ -795,7 +795,7 @@ TEST(Grain_Shutdown, AnActivationThatFailsWhileTheShutdownWaitsEndsTheWait) {
   });
   int n = 0;
   ASSERT_TRUE(eventually([&] {
-    auto id = akt::grain_of<bystander>(f.sys, "b" + std::to_string(n++));
+    auto id = akt::activate_grain<bystander>(f.sys, "b" + std::to_string(n++));
     return !id && id.error().code() == errc::system_shutting_down;
   }));
   f.p->release_activation = true;

@@ -3,17 +3,18 @@
 // to them and deactivated when idle (reference: shared/reference/goakt-grains.md).
 //
 //   struct account : akt::grain {
+//     static constexpr std::string_view akt_type_name = "bank.account";  // the kind's name
 //     long balance = 0;
 //     akt::error on_activate(akt::grain_props& p) override { /* load state */ return {}; }
 //     void on_receive(akt::grain_context& ctx) override {
-//       if (auto* d = ctx.get_if<deposit>()) { balance += d->amount; ctx.ack(); }
-//       else if (ctx.is<get_balance>()) ctx.reply(balance);
-//       else ctx.unhandled();
+//       akt::match(ctx,
+//           [&](const deposit& d, auto& c) { balance += d.amount; c.ack(); },
+//           [&](const get_balance&, auto& c) { c.reply(balance); });
 //     }
 //   };
-//   auto id = akt::grain_of<account>(sys, "acct-42");            // result<grain_identity>
-//   akt::tell_grain(sys, *id, deposit{10});                      // waits for no_err / err
-//   auto b = akt::ask_grain<long>(sys, *id, get_balance{}, 1s);  // result<long>
+//   auto acct = akt::get_grain<account>(sys, "acct-42");   // result<grain_ref<account>>
+//   acct->tell(deposit{10});                                // waits for ack / reply_error
+//   auto b = acct->ask<long>(get_balance{}, 1s);            // result<long>
 //
 // The framework default-constructs a grain (no factory), so that the same kind can later be
 // activated on any node of a cluster; state is loaded in on_activate and external resources
@@ -68,7 +69,7 @@ result<std::string> grain_timer(grain_host_base* host, message msg, const timer_
 error cancel_grain_timer(grain_host_base* host, std::string_view reference);
 }  // namespace detail
 
-// kind/name. The kind names a grain type (derived from the C++ type by grain_of, or registered
+// kind/name. The kind names a grain type (akt::type_name of the C++ type, or registered
 // by name); the name tells one grain of that kind from the others.
 struct grain_identity {
   std::string kind;

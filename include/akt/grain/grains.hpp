@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +34,15 @@ namespace detail {
 
 struct grain_kind;
 struct grain_timer_table;
+
+// The activation a grain_ref last reached: its cell and the generation under which it was open
+// for direct sends. Empty, or stale, means the next send asks the directory (which refreshes
+// it). Owned by one grain_ref object: not for concurrent use.
+struct grain_route {
+  pid cell;                                      // keeps the cell (and *direct) alive
+  std::atomic<std::uint64_t>* direct = nullptr;  // the cell's grain_cell::direct_
+  std::uint32_t generation = 0;
+};
 
 // Signals the end of an activation to the resolvers that wait for it.
 struct activation_gate {
@@ -73,6 +84,8 @@ class grain_host_base : public actor {
   }
   // The hosting cell (set with the directory link, before start).
   actor_cell* cell() const noexcept { return link_.cell; }
+  // The cell's direct-send word (grain_cell::direct_); it outlives this host.
+  virtual std::atomic<std::uint64_t>& direct_word() noexcept = 0;
 
  protected:
   virtual grain* build_instance() = 0;
@@ -96,6 +109,10 @@ class grain_host_base : public actor {
   void end_activation() noexcept;
   // Cancels the activation's timers.
   void stop_timers() noexcept;
+  // Opens direct sends for the current generation (after an activation succeeded), and closes
+  // them, waiting until no direct sender is inside (see direct_).
+  void open_direct() noexcept;
+  void close_direct() noexcept;
   // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
   bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
 
@@ -133,6 +150,7 @@ template <class T>
 class grain_host final : public grain_host_base {
  public:
   using grain_host_base::grain_host_base;
+  std::atomic<std::uint64_t>& direct_word() noexcept override;
 
  protected:
   grain* build_instance() override {
@@ -146,13 +164,54 @@ class grain_host final : public grain_host_base {
   std::optional<T> g_;
 };
 
+// The cell of one grain activation: the host right after the cell header (as actor_cell_for
+// places an actor), then the word a grain_ref's direct sends go through. The word lives in the
+// cell, not in the host, because the host is destroyed when the cell stops while a grain_ref
+// may still hold the cell (and read the word, to find it closed). Grains are never restarted.
+template <class T>
+class grain_cell final : public actor_cell {
+ public:
+  grain_cell(system_core* core, std::string_view identity, const grain_kind* kind)
+      : actor_cell(core, nullptr, identity, spawn_options{}) {
+    set_instance(new (storage_) grain_host<T>(kind));
+  }
+  ~grain_cell() override { destroy_instance(); }
+
+  // [generation:32][closed:1][senders:31]; see direct_send in grain_layer.cpp. Open (closed bit
+  // clear, the current activation's generation) only while an instance lives. Writers: senders
+  // through a grain_ref (+1 / -1 around one enqueue; acquire / release) and the turn (opens it
+  // after an activation succeeded; closes it when the activation ends, then waits until no
+  // sender is inside, so every direct enqueue is in the mailbox before the activation checks
+  // that its mailbox is empty and leaves the directory).
+  std::atomic<std::uint64_t> direct_{std::uint64_t{1} << 31};
+
+ protected:
+  void destroy_instance() noexcept override {
+    if (instance() != nullptr) {
+      std::launder(reinterpret_cast<grain_host<T>*>(storage_))->~grain_host<T>();
+      set_instance(nullptr);
+    }
+  }
+  actor* locate_instance() const noexcept override {
+    return std::launder(reinterpret_cast<grain_host<T>*>(const_cast<unsigned char*>(storage_)));
+  }
+  void rebuild_instance() override { throw std::logic_error("grains are not restarted"); }
+
+ private:
+  alignas(grain_host<T>) unsigned char storage_[sizeof(grain_host<T>)];
+};
+
+template <class T>
+std::atomic<std::uint64_t>& grain_host<T>::direct_word() noexcept {
+  return static_cast<grain_cell<T>*>(cell())->direct_;
+}
+
 using grain_cell_factory = actor_cell* (*)(system_core* core, std::string_view identity,
                                            const grain_kind* kind);
 
 template <class T>
 actor_cell* make_grain_cell(system_core* core, std::string_view identity, const grain_kind* kind) {
-  return new actor_cell_for<grain_host<T>, const grain_kind*>(core, nullptr, identity,
-                                                              spawn_options{}, kind);
+  return new grain_cell<T>(core, identity, kind);
 }
 
 // Registers (or finds) kind `name`; with defaults, they become the kind's declared options.
@@ -164,6 +223,17 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
                                   std::chrono::nanoseconds timeout);
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender);
+// The name rule of grain names (as actor names'): invalid_actor_name.
+error check_grain_name(std::string_view name);
+// A one-way tell that goes straight to route's activation while it is open for direct sends,
+// and through the directory otherwise (refreshing route).
+error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, grain_route& route,
+                     actor_cell* sender);
+// From an actor's turn: the activation for id (activating it if needed, on this worker), then
+// a receive_context::request to it.
+request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,
+                                        std::chrono::nanoseconds timeout, continuation then,
+                                        request_options options);
 result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, message msg,
                                     const timer_spec& spec);
 
@@ -198,8 +268,8 @@ error with_grain_default_options(actor_system& sys, grain_options defaults) {
 // over the kind's defaults, for this activation only). Errors: invalid_actor_name, the
 // activation's error, system_shutting_down, system_not_started.
 template <class T>
-result<grain_identity> grain_of(actor_system& sys, std::string_view name,
-                                grain_options options = {}) {
+result<grain_identity> activate_grain(actor_system& sys, std::string_view name,
+                                      grain_options options = {}) {
   auto k = detail::register_kind(sys, detail::grain_kind_name<T>(), &detail::make_grain_cell<T>,
                                  nullptr);
   if (!k) return k.error();
