@@ -135,11 +135,12 @@ struct region {
 // 1. TellSinglePair: one producer (the benchmark thread) -> one receiver. One tell per
 // iteration; the last iteration waits until the receiver has processed all of them.
 
-void BM_TellSinglePair(benchmark::State& state) {
+template <class Sink>
+void tell_single_pair(benchmark::State& state) {
   completion done;
   bench_system bs(state);
   if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
+  akt::pid sink = spawn_or_fail<Sink>(state, bs.sys, "sink", &done);
   if (!sink) return;
   if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
 
@@ -156,7 +157,42 @@ void BM_TellSinglePair(benchmark::State& state) {
   }
   r.report(state, &bs.sys, sent, sent);
 }
+void BM_TellSinglePair(benchmark::State& state) { tell_single_pair<counting_sink>(state); }
 BENCHMARK(BM_TellSinglePair)->UseRealTime();
+
+// 1b. TellSinglePairGetIfChain / TellSinglePairMatch: the same with a receiver that tells three
+// message types apart, written as an if / else-if chain on get_if and with akt::match (ping
+// last in both, so both pay the same two failed compares).
+struct other_a {};
+struct other_b {};
+struct chain_sink final : akt::actor {
+  explicit chain_sink(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.get_if<other_a>() != nullptr)
+      benchmark::DoNotOptimize(this);
+    else if (ctx.get_if<other_b>() != nullptr)
+      benchmark::DoNotOptimize(done);
+    else if (auto* p = ctx.get_if<ping>())
+      done->note(), benchmark::DoNotOptimize(p);
+    else
+      ctx.unhandled();
+  }
+  completion* done;
+};
+struct match_sink final : akt::actor {
+  explicit match_sink(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    akt::match(
+        ctx, [&](const other_a&) { benchmark::DoNotOptimize(this); },
+        [&](const other_b&) { benchmark::DoNotOptimize(done); },
+        [&](const ping& p) { done->note(), benchmark::DoNotOptimize(&p); });
+  }
+  completion* done;
+};
+void BM_TellSinglePairGetIfChain(benchmark::State& state) { tell_single_pair<chain_sink>(state); }
+BENCHMARK(BM_TellSinglePairGetIfChain)->UseRealTime();
+void BM_TellSinglePairMatch(benchmark::State& state) { tell_single_pair<match_sink>(state); }
+BENCHMARK(BM_TellSinglePairMatch)->UseRealTime();
 
 // =============================================================================================
 // 8. TellSteadyState: TellSinglePair with at most k_window messages in flight (sent but not yet

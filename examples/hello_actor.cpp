@@ -17,14 +17,14 @@ struct count_greetings {};
 class greeter : public akt::actor {
  public:
   void receive(akt::receive_context& ctx) override {
-    if (auto* g = ctx.get_if<greet>()) {
-      ++greeted_;
-      std::printf("hello, %s\n", g->who.c_str());
-    } else if (ctx.is<count_greetings>()) {
-      ctx.reply(greeted_);  // the reply to an ask
-    } else {
-      ctx.unhandled();
-    }
+    // One handler per message type; a message none of them takes is unhandled.
+    akt::match(
+        ctx,
+        [&](const greet& g) {
+          ++greeted_;
+          std::printf("hello, %s\n", g.who.c_str());
+        },
+        [&](const count_greetings&, auto& c) { c.reply(greeted_); });  // the reply to an ask
   }
 
  private:
@@ -44,8 +44,9 @@ int main() {
   }
   akt::pid g = *greeter_pid;
 
-  g.tell(greet{"world"});  // returns an akt::error: ok, or why it was refused
-  g.tell(greet{"akt"});
+  // tell returns an akt::error: ok, or why it was refused (it is [[nodiscard]]).
+  if (akt::error e = g.tell(greet{"world"})) std::printf("refused: %s\n", e.message().c_str());
+  if (akt::error e = g.tell(greet{"akt"})) std::printf("refused: %s\n", e.message().c_str());
 
   akt::result<int> n = g.ask<int>(count_greetings{}, std::chrono::seconds(1));
   if (n)

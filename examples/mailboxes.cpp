@@ -32,7 +32,7 @@ int main() {
       "bounded", akt::with_mailbox(std::make_unique<akt::non_blocking_bounded_mailbox>(2)));
   // [/bounded]
   if (!bounded) return 1;
-  bounded->tell(job{0, 0});
+  if (bounded->tell(job{0, 0})) return 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // let job 0 start
   for (int i = 1; i <= 4; ++i) {
     akt::error e = bounded->tell(job{0, i});
@@ -50,12 +50,12 @@ int main() {
       akt::with_mailbox(std::make_unique<akt::unbounded_stable_priority_mailbox>(by_priority)));
   // [/priority]
   if (!urgent_first) return 1;
-  urgent_first->tell(job{0, 0});
+  if (urgent_first->tell(job{0, 0})) return 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  urgent_first->tell(job{1, 1});
-  urgent_first->tell(job{5, 2});
-  urgent_first->tell(job{1, 3});
-  urgent_first->tell(job{9, 4});
+  if (urgent_first->tell(job{1, 1})) return 1;
+  if (urgent_first->tell(job{5, 2})) return 1;
+  if (urgent_first->tell(job{1, 3})) return 1;
+  if (urgent_first->tell(job{9, 4})) return 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
   sys.stop();

@@ -39,8 +39,9 @@ int main() {
     std::printf("spawn failed: %s\n", pool.error().message().c_str());
     return 1;
   }
-  for (int i = 0; i < 6; ++i) pool->tell(job{i});  // routee-0, 1, 2, 0, 1, 2
-  pool->tell(akt::broadcast{job{99}});             // every worker gets job 99
+  for (int i = 0; i < 6; ++i)
+    if (pool->tell(job{i})) return 1;                 // routee-0, 1, 2, 0, 1, 2
+  if (pool->tell(akt::broadcast{job{99}})) return 1;  // every worker gets job 99
 
   // An ask through the router is answered by the worker it reached.
   akt::result<std::string> who = pool->ask<std::string>(whoami{}, std::chrono::seconds(1));

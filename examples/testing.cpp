@@ -54,10 +54,10 @@ int main() {
 
   // [topics]
   akt::topics& topics = sys.topics();
-  topics.subscribe(*q, "prices");  // any live actor of this system; twice is once
+  if (topics.subscribe(*q, "prices")) return 1;  // any live actor of this system; twice is once
 
   akt::testkit::probe audit(sys);  // a probe is an actor too: it can subscribe
-  topics.subscribe(audit.ref(), "prices");
+  if (topics.subscribe(audit.ref(), "prices")) return 1;
 
   // Every subscriber gets its own copy (the message must be copyable).
   akt::result<std::size_t> delivered = topics.publish("prices", price_changed{"ACME", 12.5});
@@ -67,7 +67,7 @@ int main() {
 
   // [probe]
   // The probe sends as itself, so the quoter's answer comes back to it.
-  audit.send(*q, quote_request{"ACME"});
+  if (audit.send(*q, quote_request{"ACME"})) return 1;
 
   // The next message must be the copy of the publication, then the quote.
   akt::result<price_changed> seen = audit.expect<price_changed>();
@@ -77,7 +77,7 @@ int main() {
   bool quiet = audit.expect_no_message(std::chrono::milliseconds(50));  // nothing else came
 
   // Watch an actor and wait for it to stop.
-  q->stop();
+  if (q->stop()) return 1;
   akt::result<void> stopped = audit.expect_terminated(*q);
   // [/probe]
   failures += check(seen && seen->price == 12.5, "the probe saw the publication");

@@ -355,8 +355,9 @@ void actor_cell::invoke(receive_context& env) noexcept {
       if (auto* r = env.message().get_if<request_reply>()) {
         run_continuation(env, *r);
       } else if (!x->behaviors.empty()) {
-        receive_context::behavior b = x->behaviors.back();  // a copy: it may become() itself
-        b(env);
+        // Called in place; what it replaces meanwhile is retired, not destroyed (cell_extras).
+        (*x->behaviors.back())(env);
+        x->retired.clear();
       } else {
         instance()->receive(env);
       }
@@ -612,6 +613,7 @@ void actor_cell::complete_restart() noexcept {
   }
   // The old instance's closures (behaviours, continuations) must not outlive it.
   x.behaviors.clear();
+  x.retired.clear();
   drop_requests();
   while (!x.stash.empty()) {  // keep stashed messages: they come first after the restart
     x.unstashed.push_back(x.stash.front());
@@ -777,6 +779,7 @@ void actor_cell::finish_stop() noexcept {
     for (actor_cell* w : x->watchers) w->post_system(terminated_notice{self});
     release_all(x->watchers);
     x->behaviors.clear();
+    x->retired.clear();
   }
   system_->processed_by_dead_.fetch_add(processed_.load(std::memory_order_relaxed),
                                         std::memory_order_relaxed);

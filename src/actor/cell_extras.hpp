@@ -74,7 +74,12 @@ struct alignas(16) cell_extras {
   // Request replies and terminated notices, served first (also while awaiting a reply).
   std::deque<receive_context*> replies;
   deferred_recycler handed_out;  // the last envelope served from the three queues above
-  std::vector<receive_context::behavior> behaviors;
+  // The behaviour stack (top = back). Each behaviour lives in its own block, so the turn calls
+  // the top one in place (no copy of the std::function per message) while push_back may move
+  // the vector. A behaviour replaced or popped while one runs (it may become() itself) waits in
+  // retired until that call returns.
+  std::vector<std::unique_ptr<receive_context::behavior>> behaviors;
+  std::vector<std::unique_ptr<receive_context::behavior>> retired;
   std::unordered_map<std::uint64_t, pending_request> requests;
   std::uint64_t next_request_id = 1;
   unsigned awaiting = 0;                  // pending requests with stash_others

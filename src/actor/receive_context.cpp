@@ -274,20 +274,25 @@ std::size_t receive_context::stash_size() const noexcept {
 }
 
 void receive_context::become(behavior b) {
-  auto& stack = receiver_->extras().behaviors;
-  if (stack.empty())
-    stack.push_back(std::move(b));
-  else
-    stack.back() = std::move(b);
+  detail::cell_extras& x = receiver_->extras();
+  auto next = std::make_unique<behavior>(std::move(b));
+  if (x.behaviors.empty()) {
+    x.behaviors.push_back(std::move(next));
+  } else {
+    x.retired.push_back(std::move(x.behaviors.back()));  // it may be the one running
+    x.behaviors.back() = std::move(next);
+  }
 }
 
 void receive_context::become_stacked(behavior b) {
-  receiver_->extras().behaviors.push_back(std::move(b));
+  receiver_->extras().behaviors.push_back(std::make_unique<behavior>(std::move(b)));
 }
 
 void receive_context::unbecome() {
   detail::cell_extras* x = receiver_->extras_if_any();
-  if (x != nullptr && !x->behaviors.empty()) x->behaviors.pop_back();
+  if (x == nullptr || x->behaviors.empty()) return;
+  x->retired.push_back(std::move(x->behaviors.back()));  // it may be the one running
+  x->behaviors.pop_back();
 }
 
 error receive_context::forward(const pid& to) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
+
 #include "actor/actor_test_support.hpp"
 
 namespace akt::test {
@@ -161,6 +164,50 @@ TEST(Behavior_Restart, ARestartReturnsToReceive) {
   EXPECT_EQ(s->ask<std::string>(who{}, std::chrono::seconds(5)).value_or("?"), "other");
   ASSERT_FALSE(s->tell(boom{"x"}));
   EXPECT_EQ(s->ask<std::string>(who{}, std::chrono::seconds(5)).value_or("?"), "base");
+}
+
+// A behaviour that counts its copies; it replaces itself with a fresh one on `flip` (so the
+// running behaviour is replaced while it runs) and holds a large capture, so that std::function
+// stores it on the heap and a copy per message would also allocate.
+struct counted_behavior {
+  std::shared_ptr<std::atomic<int>> copies;
+  std::shared_ptr<std::atomic<int>> handled;
+  char ballast[64] = {};
+  counted_behavior(std::shared_ptr<std::atomic<int>> c, std::shared_ptr<std::atomic<int>> h)
+      : copies(std::move(c)), handled(std::move(h)) {}
+  counted_behavior(const counted_behavior& o) : copies(o.copies), handled(o.handled) { ++*copies; }
+  counted_behavior(counted_behavior&&) noexcept = default;
+  void operator()(akt::receive_context& c) {
+    ++*handled;
+    if (c.is<flip>()) c.become(counted_behavior(copies, handled));  // replaces itself, running
+    if (c.is<who>()) c.reply(std::string("counted"));
+  }
+};
+
+TEST(Behavior_Become, TheCurrentBehaviourRunsInPlaceWithoutACopyPerMessage) {
+  actor_system sys("become-no-copy", {.workers = 1});
+  ASSERT_TRUE(sys.start());
+  auto copies = std::make_shared<std::atomic<int>>(0);
+  auto handled = std::make_shared<std::atomic<int>>(0);
+  struct host : akt::actor {
+    std::shared_ptr<std::atomic<int>> copies, handled;
+    host(std::shared_ptr<std::atomic<int>> c, std::shared_ptr<std::atomic<int>> h)
+        : copies(std::move(c)), handled(std::move(h)) {}
+    void receive(akt::receive_context& ctx) override {
+      if (ctx.is<flip>()) ctx.become(counted_behavior(copies, handled));
+    }
+  };
+  auto a = sys.spawn<host>("h", copies, handled);
+  ASSERT_TRUE(a);
+  ASSERT_FALSE(a->tell(flip{}));
+  ASSERT_EQ(a->ask<std::string>(who{}, std::chrono::seconds(5)).value_or("?"), "counted");
+  const int before = copies->load();
+  for (int i = 0; i < 200; ++i) ASSERT_FALSE(a->tell(i));
+  ASSERT_FALSE(a->tell(flip{}));  // the running behaviour replaces itself
+  for (int i = 0; i < 200; ++i) ASSERT_FALSE(a->tell(i));
+  ASSERT_EQ(a->ask<std::string>(who{}, std::chrono::seconds(5)).value_or("?"), "counted");
+  EXPECT_EQ(handled->load(), 1 + 200 + 1 + 200 + 1);
+  EXPECT_EQ(copies->load(), before) << "no copy of the behaviour per message";
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ inline std::error_code make_error_code(errc code) noexcept {
   return {static_cast<int>(code), error_category()};
 }
 
-class error {
+class [[nodiscard]] error {
  public:
   error() noexcept = default;
   error(errc code) noexcept : code_(code) {}  // NOLINT: implicit by design, errors are values
