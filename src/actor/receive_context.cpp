@@ -393,12 +393,19 @@ bool request_handle::cancel() {
   return true;
 }
 
-void recycle(envelope* e) noexcept {
+namespace {
+// Every envelope is a receive_context: reset it and give it to the pool of its home shard (the
+// tag picks the pool: a grain envelope never lands in the actor pool).
+void recycle_context(envelope* e) noexcept {
   auto* ctx = static_cast<receive_context*>(e);
   ctx->reset();
-  // The home shard's tag picks the pool: a grain envelope never lands in the actor pool.
   detail::envelope_pool_of(ctx->home_shard()).put(ctx);
 }
+// Installed before main (dynamic initialisation of this translation unit, which every program
+// that builds envelopes links), so before any thread could recycle one.
+[[maybe_unused]] const bool recycler_installed =
+    (detail::install_envelope_recycler(&recycle_context), true);
+}  // namespace
 
 namespace detail {
 

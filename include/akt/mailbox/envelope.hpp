@@ -59,9 +59,20 @@ class envelope : public mpsc_node {
   akt::message msg_;
 };
 
+namespace detail {
+// How envelopes go back to their pool. The pools hold the actor layer's envelopes
+// (receive_context, which derives from envelope), so they live in the actor module, above this
+// one: the actor layer installs its recycler here once, before any envelope exists (a static
+// initializer of src/actor/receive_context.cpp), and mailboxes call it through recycle. Written
+// once before main, read-only after: no synchronisation needed.
+using envelope_recycler = void (*)(envelope*) noexcept;
+extern envelope_recycler g_envelope_recycler;
+void install_envelope_recycler(envelope_recycler r) noexcept;
+}  // namespace detail
+
 // Resets an envelope that no queue holds any more and returns it to its home pool shard (or
 // frees it when the shard is full). Mailboxes call it for envelopes they are done with, one
 // dequeue after handing them out; the dispatcher never does.
-void recycle(envelope* e) noexcept;
+inline void recycle(envelope* e) noexcept { detail::g_envelope_recycler(e); }
 
 }  // namespace akt
