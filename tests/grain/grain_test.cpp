@@ -35,6 +35,11 @@ struct probe {
   std::atomic<bool> fail_deactivate{false};
   std::atomic<bool> release{false};  // hold{} waits for it
   std::atomic<int> holding{0};
+  // With hold_deactivate, on_deactivate raises deactivating and waits for release_deactivate:
+  // a test sends while the activation is deactivating.
+  std::atomic<bool> hold_deactivate{false};
+  std::atomic<bool> deactivating{false};
+  std::atomic<bool> release_deactivate{false};
   std::mutex mutex;
   std::vector<long> seen;  // values of add{}, in handling order
 };
@@ -77,6 +82,11 @@ struct counter final : akt::grain {
   akt::error on_deactivate(akt::grain_props&) override {
     if (p->in_receive.load() != 0) p->deactivate_in_receive++;
     p->deactivations++;
+    if (p->hold_deactivate.load()) {
+      p->deactivating = true;
+      // A gate, not a delay: bounded so that a broken test cannot hang the suite.
+      (void)eventually([&] { return p->release_deactivate.load(); });
+    }
     if (p->fail_deactivate.load()) return akt::error(errc::handler_failed, "could not save");
     return {};
   }
@@ -519,6 +529,28 @@ TEST(Grain_Options, GrainOfOptionsBelongToThatActivationAndABareSendUsesTheKindD
   std::this_thread::sleep_for(150ms);
   EXPECT_EQ(f.p->deactivations.load(), 1);
   EXPECT_EQ(f.p->activations.load(), 2);
+}
+
+TEST(Grain_Reactivation, AFreshActivationInPlaceGetsTheKindsOptionsNotThoseOfTheCallThatMadeIt) {
+  // The kind's dependencies hold f.p; grain_of's own hold q. A message that arrives while the
+  // first activation deactivates keeps the cell and activates a fresh instance in place: that
+  // activation must see the kind's options (f.p), not grain_of's (q).
+  fixture f("g-fresh-in-place", {.deactivate_after = std::chrono::hours(1)});
+  auto q = std::make_shared<probe>();
+  q->hold_deactivate = true;
+  auto deps = std::make_shared<akt::grain_dependencies>();
+  deps->add("probe", q);
+  auto id = akt::grain_of<counter>(f.sys, "r", {.deactivate_after = 20ms, .dependencies = deps});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(eventually([&] { return q->deactivating.load(); }));
+  ASSERT_FALSE(akt::tell_grain(f.sys, *id, add{7}, {.one_way = true}));  // during on_deactivate
+  q->release_deactivate = true;
+  auto total = akt::ask_grain<long>(f.sys, *id, get{}, 5s);
+  ASSERT_TRUE(total) << total.error().message();
+  EXPECT_EQ(*total, 7) << "the message reached the fresh activation";
+  EXPECT_EQ(q->activations.load(), 1) << "grain_of's options served its own activation only";
+  EXPECT_EQ(f.p->activations.load(), 1) << "the fresh activation got the kind's options";
+  EXPECT_EQ(akt::grain_activation_count(f.sys), 2u);
 }
 
 TEST(Grain_Options, ActivationIsTriedUpToItsAttempts) {
