@@ -327,7 +327,7 @@ bool actor_cell::run_turn(unsigned budget) {
     ++done;
     ++processed;
     if (!touched) {
-      last_active_ns_.store(now_ns(), std::memory_order_relaxed);
+      last_active_ns_.store(system_->timers_.now_ns(), std::memory_order_relaxed);
       touched = true;
     }
     // instance() (turn owner's line) rather than life_ (on the line producers write): the turn
@@ -344,7 +344,7 @@ bool actor_cell::run_turn(unsigned budget) {
 }
 
 void actor_cell::invoke(receive_context& env) noexcept {
-  if (env.has_deadline() && now_ns() >= context_access::deadline(env)) {
+  if (env.has_deadline() && system_->timers_.now_ns() >= context_access::deadline(env)) {
     // The asker has given up: skip the handler (goakt: an expired ask is never handled).
     system_->dead_letter(env, errc::request_timeout);
     return;
@@ -547,7 +547,7 @@ void actor_cell::on_escalation(const pid& child, const error& reason) noexcept {
 void actor_cell::restart(const error& reason) noexcept {
   const supervisor& sup = effective_supervisor();
   cell_extras& x = extras();
-  const std::int64_t now = now_ns();
+  const std::int64_t now = system_->timers_.now_ns();
   if (sup.max_retries() > 0) {
     const std::int64_t window = sup.retry_window().count();
     while (!x.restart_times.empty() && window > 0 && now - x.restart_times.front() > window) {
@@ -602,7 +602,7 @@ void actor_cell::drop_requests() noexcept {
 
 void actor_cell::complete_restart() noexcept {
   cell_extras& x = extras();
-  x.restart_times.push_back(now_ns());
+  x.restart_times.push_back(system_->timers_.now_ns());
   if (actor_system* owner = system_->owner(); instance() != nullptr && owner != nullptr) {
     actor_context ctx(*owner, pid::share(this));
     try {
@@ -686,7 +686,7 @@ void actor_cell::arm_passivation(std::int64_t due_ns) noexcept {
   cell_extras& x = extras();
   pid self = pid::share(this);
   x.passivation_timer = system_->timers_.schedule_after(
-      std::chrono::nanoseconds(std::max<std::int64_t>(due_ns - now_ns(), 0)),
+      std::chrono::nanoseconds(std::max<std::int64_t>(due_ns - system_->timers_.now_ns(), 0)),
       [self] { self.cell()->post_system(passivation_check{}); });
 }
 
@@ -702,10 +702,10 @@ void actor_cell::on_passivation_check() noexcept {
   // Busy (queued work, a pending request or decision): look again a full period later.
   const bool busy = mode() != turn_mode::normal || !x->requests.empty() || x->has_owned_queues() ||
                     !user_empty(custom_.get());
-  if (!busy && now_ns() >= due) {
+  if (!busy && system_->timers_.now_ns() >= due) {
     passivate();
   } else {
-    arm_passivation(busy ? now_ns() + idle_for : due);
+    arm_passivation(busy ? system_->timers_.now_ns() + idle_for : due);
   }
 }
 
@@ -827,8 +827,9 @@ error actor_cell::start(bool register_name) {
     if (parent_ != nullptr) parent_->adopt_child(this);
     if (cell_extras* x = extras_if_any();
         x != nullptr && x->passivate.mode == passivation::kind::idle) {
-      last_active_ns_.store(now_ns(), std::memory_order_relaxed);  // idle counts from the start
-      arm_passivation(now_ns() + x->passivate.idle_for.count());
+      last_active_ns_.store(system_->timers_.now_ns(),
+                            std::memory_order_relaxed);  // idle counts from the start
+      arm_passivation(system_->timers_.now_ns() + x->passivate.idle_for.count());
     }
     if (system_->events_->has_subscribers<actor_started>()) {
       system_->events_->publish(actor_started{pid::share(this)});

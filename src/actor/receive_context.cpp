@@ -351,7 +351,7 @@ request_handle receive_context::request_erased(const pid& to, envelope* e,
   env->reply_closed_ = false;
   env->flags_ |= flag_ask;
   if (timeout > std::chrono::nanoseconds::zero()) {
-    env->deadline_ns_ = detail::now_ns() + timeout.count();
+    env->deadline_ns_ = self_cell->system()->timers_.now_ns() + timeout.count();
     env->flags_ |= flag_has_deadline;
     pid me = self();
     req.timer = self_cell->system()->timers_.schedule_after(
@@ -444,12 +444,13 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
   // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
   const bool pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
   reply_slot* slot = pooled_slot ? acquire_ack_slot(env->home_shard()) : thread_reply_slot();
-  const std::int64_t deadline = now_ns() + timeout.count();
+  const std::int64_t deadline = now_ns() + timeout.count();  // the caller's wait: real time
   context_access::reply(*env) = slot;
   context_access::reply_closed(*env) = false;
   context_access::flags(*env) |= envelope::flag_ask | extra_flags;
   if (deadline_travels) {
-    context_access::deadline(*env) = deadline;
+    // The receiver compares it with the system's clock (virtual under manual time).
+    context_access::deadline(*env) = to->system()->timers_.now_ns() + timeout.count();
     context_access::flags(*env) |= envelope::flag_has_deadline;
   }
   (void)to->deliver(env);  // a refusal completes the slot with its reason
@@ -500,7 +501,7 @@ std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& ms
     context_access::receiver(*env) = to;
     context_access::reply(*env) = slot;
     context_access::reply_closed(*env) = false;
-    context_access::deadline(*env) = deadline;
+    context_access::deadline(*env) = to->system()->timers_.now_ns() + timeout.count();
     context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
     (void)to->deliver(env);
   }

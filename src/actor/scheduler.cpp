@@ -104,15 +104,15 @@ void scheduler::arm(const std::shared_ptr<schedule_state>& s) {
   using clock = timer_service::clock;
   clock::time_point when;
   if (s->kind == schedule_kind::cron) {
-    const auto wall_now = std::chrono::system_clock::now();
+    const auto wall_now = timers_->wall_now();  // virtual under manual time
     const auto next = s->cron->next(wall_now, *s->zone);
     if (!next) {  // the expression never matches again
       cancel(*s);
       return;
     }
-    when = clock::now() + std::chrono::duration_cast<clock::duration>(*next - wall_now);
+    when = timers_->now() + std::chrono::duration_cast<clock::duration>(*next - wall_now);
   } else {
-    when = clock::now() + std::chrono::duration_cast<clock::duration>(s->interval);
+    when = timers_->now() + std::chrono::duration_cast<clock::duration>(s->interval);
   }
   std::lock_guard<std::mutex> lock(s->mutex);
   if (s->ended.load(std::memory_order_acquire)) return;
@@ -120,7 +120,9 @@ void scheduler::arm(const std::shared_ptr<schedule_state>& s) {
 }
 
 void scheduler::fire(const std::shared_ptr<schedule_state>& s) {
-  never_block = true;  // the timer thread: a full bounded mailbox refuses, never blocks it
+  // The timer thread (or, under manual time, the advancing thread, whose flag the timer
+  // service restores after each callback): a full bounded mailbox refuses, never blocks it.
+  never_block = true;
   if (s->ended.load(std::memory_order_acquire)) return;
   if (s->paused.load(std::memory_order_acquire)) {
     if (s->kind == schedule_kind::once)

@@ -32,9 +32,12 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
       config_(cfg),
       logger_(cfg.logger ? cfg.logger : std::make_shared<stderr_logger>()),
       default_supervisor_(cfg.default_supervisor),
-      blocking_(cfg.blocking_threads, [this] { return keep_alive(); }),
-      dispatcher_(
-          dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic}),
+      timers_(cfg.manual_time),
+      blocking_(
+          cfg.blocking_threads, [this] { return keep_alive(); },
+          cfg.manual_time ? &work_ : nullptr),
+      dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic,
+                                    cfg.manual_time ? &work_ : nullptr}),
       events_(std::make_shared<event_stream>()) {}
 
 void system_core::dead_letter(receive_context& env, const error& reason) noexcept {

@@ -183,6 +183,10 @@ class system_core {
   const system_config config_;
   const std::shared_ptr<logger> logger_;
   const supervisor default_supervisor_;
+  // Manual time only: actors ready or in a turn plus blocking-pool tasks queued or running (the
+  // dispatcher and the pool count here; see their contracts); zero when the system is
+  // quiescent. Reader: the testkit (seq_cst).
+  std::atomic<std::int64_t> work_{0};
   timer_service timers_;
   scheduler scheduler_{this, &timers_};
   blocking_pool blocking_;

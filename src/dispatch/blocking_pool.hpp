@@ -7,8 +7,11 @@
 // each keeps a keep-alive object (from the factory given at construction) until it ends, so a
 // thread stop() had to leave behind never outlives the pool's owner. stop() runs what is
 // queued, waits until the deadline, detaches threads still inside a task, and returns how many;
-// submit after stop returns false.
+// submit after stop returns false. With a work counter (manual time), each task counts in it
+// from before it is queued until after it returned (and its captures are gone), so what a task
+// sends is counted (by the dispatcher, in the same word) before the task stops counting.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -24,8 +27,9 @@ class blocking_pool {
  public:
   using keep_alive_factory = std::function<std::shared_ptr<void>()>;
 
-  blocking_pool(unsigned threads, keep_alive_factory keep_alive)
-      : size_(threads == 0 ? 1 : threads), keep_alive_(std::move(keep_alive)) {}
+  blocking_pool(unsigned threads, keep_alive_factory keep_alive,
+                std::atomic<std::int64_t>* work = nullptr)
+      : size_(threads == 0 ? 1 : threads), keep_alive_(std::move(keep_alive)), work_(work) {}
   ~blocking_pool() { stop(); }
   blocking_pool(const blocking_pool&) = delete;
   blocking_pool& operator=(const blocking_pool&) = delete;
@@ -45,6 +49,7 @@ class blocking_pool {
         });
       }
     }
+    if (work_ != nullptr) work_->fetch_add(1, std::memory_order_seq_cst);
     tasks_.push_back(std::move(task));
     lock.unlock();
     ready_.notify_one();
@@ -86,6 +91,8 @@ class blocking_pool {
         tasks_.pop_front();
       }
       task();
+      task = nullptr;  // its captures go before it stops counting
+      if (work_ != nullptr) work_->fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 
@@ -98,6 +105,9 @@ class blocking_pool {
   std::deque<std::function<void()>> tasks_;  // guarded by mutex_
   std::vector<std::thread> threads_;         // guarded by mutex_ until stop
   bool stopped_ = false;                     // guarded by mutex_
+  // Counts tasks queued or running, or null. Writers: submit (+1 before the push), the thread
+  // that ran one (-1 after it returned), seq_cst (see the contract). Reader: its owner.
+  std::atomic<std::int64_t>* const work_;
 };
 
 }  // namespace akt::detail

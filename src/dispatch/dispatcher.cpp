@@ -62,7 +62,8 @@ void bump(std::atomic<std::uint64_t>& c) noexcept {
 dispatcher::dispatcher(dispatcher_config cfg)
     : throughput_(std::max(1u, cfg.throughput)),
       spin_rounds_(cfg.spin_rounds == 0 ? k_default_spin_rounds : cfg.spin_rounds),
-      manual_(cfg.manual) {
+      manual_(cfg.manual),
+      work_(cfg.work) {
   unsigned n = cfg.workers != 0 ? cfg.workers : std::thread::hardware_concurrency();
   n = cfg.manual ? 0 : std::max(1u, n);
   workers_.reserve(n);
@@ -151,6 +152,7 @@ dispatcher_stats dispatcher::stats() const noexcept {
 }
 
 void dispatcher::schedule(schedulable* s) noexcept {
+  if (work_ != nullptr) work_->fetch_add(1, std::memory_order_seq_cst);
   if (closed_.load(std::memory_order_acquire)) {
     run_inline(s);
     return;
@@ -305,7 +307,10 @@ schedulable* dispatcher::park_for_work(worker& w) noexcept {
 void dispatcher::run(schedulable* s, worker* w) noexcept {
   for (;;) {
     bump(w->turns);
-    if (!s->run_turn(throughput_)) return;
+    if (!s->run_turn(throughput_)) {
+      turn_ended();
+      return;
+    }
     // Budget spent. When nothing else waits here or on the global queue, keep going with the
     // same actor instead of queueing it: a lone actor in a local queue is what an idle sibling
     // would steal, and bouncing a busy actor between cores every turn costs more than the turn.
@@ -321,7 +326,10 @@ void dispatcher::run(schedulable* s, worker* w) noexcept {
 bool dispatcher::run_one() noexcept {
   schedulable* s = pop_global();
   if (s == nullptr) return false;
-  if (s->run_turn(throughput_)) push_global(s);
+  if (s->run_turn(throughput_))
+    push_global(s);
+  else
+    turn_ended();
   return true;
 }
 
@@ -334,6 +342,7 @@ std::size_t dispatcher::run_until_idle(std::size_t max_turns) noexcept {
 void dispatcher::run_inline(schedulable* s) noexcept {
   while (s->run_turn(throughput_)) {
   }
+  turn_ended();
 }
 
 void dispatcher::drain_inline() noexcept {

@@ -17,6 +17,11 @@
 // - stop(): workers finish what is queued and exit; after the join the dispatcher is closed and
 //   schedule() runs turns inline on the caller, so work that arrives late is still processed
 //   (for a stopped actor: dead-lettered), never stranded.
+// - Quiescence (dispatcher_config::work, set under manual time): the counter it points to
+//   holds the objects that are Scheduled or Processing: +1 in schedule(), -1 when a turn ends
+//   with the object Idle. A turn schedules what it sends to before its own -1, so with other
+//   runtime work counted in the same word (the blocking pool's tasks), zero means that nothing
+//   is ready, running or queued anywhere. Unset, it costs one predictable branch.
 // - Memory: workers x (local queue + stack), a 4096-slot global ring; the overflow deque only
 //   grows when more than 4096 objects are ready at once.
 
@@ -44,6 +49,9 @@ struct dispatcher_config {
   // No worker threads: turns run only when run_one / run_until_idle is called, on the calling
   // thread, in the order actors became ready (the testkit's deterministic mode).
   bool manual = false;
+  // Where to count ready and running objects (the system's work counter under manual time, so
+  // that the testkit can wait until all is handled); null: not counted.
+  std::atomic<std::int64_t>* work = nullptr;
 };
 
 struct dispatcher_stats {
@@ -100,6 +108,9 @@ class dispatcher {
   // Claims a parked worker (the most recently parked first: its cache is the warmest) by
   // moving its slot from parked to `value`; returns it, or null when none is parked.
   worker* claim_parked(std::uintptr_t value) noexcept;
+  void turn_ended() noexcept {  // an object went Idle after its turn
+    if (work_ != nullptr) work_->fetch_sub(1, std::memory_order_seq_cst);
+  }
   void run(schedulable* s, worker* w) noexcept;
   void run_inline(schedulable* s) noexcept;
   void drain_inline() noexcept;
@@ -108,6 +119,10 @@ class dispatcher {
   const unsigned throughput_;
   const unsigned spin_rounds_;
   const bool manual_;
+  // Counts objects Scheduled or Processing, or null. Writers: schedule (+1) and the end of a
+  // turn that left its object Idle (-1), seq_cst so that a +1 made inside a turn precedes that
+  // turn's -1 in the one modification order. Reader: its owner (the testkit).
+  std::atomic<std::int64_t>* const work_;
   std::vector<std::unique_ptr<worker>> workers_;
   mpmc_ring<schedulable*, 4096> global_;
   std::mutex overflow_mutex_;

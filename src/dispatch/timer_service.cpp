@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "akt/core/assert.hpp"
+#include "akt/core/thread.hpp"
 #include "core/futex.hpp"
 
 namespace akt::detail {
@@ -36,7 +37,7 @@ constexpr std::uint64_t state_word(std::uint64_t gen, std::uint64_t phase) {
   return (gen << 32) | phase;
 }
 
-std::int64_t now_ns() noexcept {
+std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              timer_service::clock::now().time_since_epoch())
       .count();
@@ -63,12 +64,24 @@ struct timer_service::node {
   callback fn;
 };
 
-timer_service::timer_service()
+timer_service::timer_service(bool manual_time)
     : chunks_(std::make_unique<std::atomic<node*>[]>(k_max_chunks)),
       sleep_target_(k_awake),
+      manual_(manual_time),
+      // On a tick boundary, so that advancing by whole ticks reaches deadlines exactly.
+      virtual_start_ns_(steady_ns() / k_tick_ns * k_tick_ns),
+      wall_start_(std::chrono::system_clock::now()),
       slot_head_(k_wheel_slots, 0),
       slot_bits_(k_wheel_slots / 64, 0) {
   static_assert(k_wheel_slots % 64 == 0 && std::has_single_bit(k_wheel_slots));
+  virtual_ns_.store(virtual_start_ns_, std::memory_order_relaxed);
+  if (manual_) processed_tick_ = virtual_start_ns_ / k_tick_ns;
+}
+
+std::chrono::system_clock::time_point timer_service::wall_now() const noexcept {
+  if (!manual_) return std::chrono::system_clock::now();
+  return wall_start_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                           std::chrono::nanoseconds(now_ns() - virtual_start_ns_));
 }
 
 timer_service::~timer_service() {
@@ -161,7 +174,7 @@ void timer_service::release(std::uint32_t id) noexcept {
 // ---- any thread ----
 
 timer_service::handle timer_service::schedule_after(clock::duration d, callback fn) {
-  const auto now = clock::now();
+  const auto now = this->now();
   const auto max_d = clock::time_point::max() - now;
   return schedule_at(d > max_d ? clock::time_point::max() : now + d, std::move(fn));
 }
@@ -187,6 +200,7 @@ timer_service::handle timer_service::schedule_at(clock::time_point when, callbac
   // Wake protocol (Dekker with the timer thread): push (seq_cst), then read sleep_target_
   // (seq_cst); the timer thread stores sleep_target_ (seq_cst), then reads intake_. One of us
   // sees the other. Only the scheduler that swaps the target to k_awake pays the system call.
+  if (manual_) return handle{state_word(gen, id)};  // no thread to wake: advance_time drains
   std::int64_t target = sleep_target_.load(std::memory_order_seq_cst);
   if (tick_of(deadline) * k_tick_ns < target &&
       sleep_target_.compare_exchange_strong(target, k_awake, std::memory_order_seq_cst)) {
@@ -210,7 +224,7 @@ bool timer_service::cancel(handle h) {
   // Enough cancelled nodes may now sit in the heap to be worth a compaction: wake a sleeping
   // timer thread (Dekker with its pre-sleep check of cancels_; one waker per sleep).
   const std::uint64_t n = cancels_.fetch_add(1, std::memory_order_seq_cst) + 1;
-  if (n >= compact_at_.load(std::memory_order_seq_cst)) {
+  if (!manual_ && n >= compact_at_.load(std::memory_order_seq_cst)) {
     std::int64_t target = sleep_target_.load(std::memory_order_seq_cst);
     if (target != k_awake &&
         sleep_target_.compare_exchange_strong(target, k_awake, std::memory_order_seq_cst)) {
@@ -229,7 +243,7 @@ void timer_service::wake() noexcept {
 
 void timer_service::start() {
   std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-  if (stopped_.load(std::memory_order_relaxed) || thread_.joinable()) return;
+  if (manual_ || stopped_.load(std::memory_order_relaxed) || thread_.joinable()) return;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -241,24 +255,62 @@ void timer_service::stop() {
   stopping_.store(true, std::memory_order_release);
   wake();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> owner(advance_mutex_);  // manual time: no advance in progress
   drop_all();  // after the join: the timer thread's state is ours now
+}
+
+// ---- manual time ----
+
+std::size_t timer_service::advance_time(clock::duration d, const std::function<void()>& settle) {
+  if (!manual_ || d < clock::duration::zero()) return 0;
+  std::lock_guard<std::mutex> owner(advance_mutex_);
+  if (stopped_.load(std::memory_order_acquire)) return 0;
+  const std::int64_t from = virtual_ns_.load(std::memory_order_relaxed);
+  const std::int64_t target = std::min<std::int64_t>(
+      k_max_deadline_ns, from + std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  const std::int64_t target_tick = target / k_tick_ns;
+  const std::uint64_t fired_before = fired_;
+  std::vector<std::uint32_t> due;
+  const auto run_batch = [&](std::vector<std::uint32_t>& batch) {
+    fire(batch);
+    if (settle) settle();
+  };
+  for (;;) {
+    // Timers scheduled since the last look (by the test, by callbacks, by what settle let
+    // run): those already due run now, at the current virtual time, before it moves on.
+    due.clear();
+    drain_intake(due);
+    if (!due.empty()) {
+      run_batch(due);
+      continue;
+    }
+    maybe_compact_heap();
+    const std::int64_t next = next_deadline_tick();
+    if (next > target_tick) break;  // also: nothing pending (max)
+    virtual_ns_.store(std::max(from, next * k_tick_ns), std::memory_order_release);
+    advance(next, due);  // fires the slot of tick `next` (after migrating heap entries)
+    if (settle) settle();
+  }
+  if (processed_tick_ < target_tick) processed_tick_ = target_tick;
+  virtual_ns_.store(target, std::memory_order_release);
+  return static_cast<std::size_t>(fired_ - fired_before);
 }
 
 // ---- the timer thread ----
 
 void timer_service::run() {
   std::vector<std::uint32_t> due;
-  processed_tick_ = now_ns() / k_tick_ns;
+  processed_tick_ = steady_ns() / k_tick_ns;
   while (!stopping_.load(std::memory_order_acquire)) {
     due.clear();
     drain_intake(due);
     fire(due);  // deadlines already past: they precede every slot still to come
     maybe_compact_heap();
-    advance(now_ns() / k_tick_ns, due);
+    advance(steady_ns() / k_tick_ns, due);
 
     const std::uint32_t seq = wake_seq_.load(std::memory_order_acquire);
     const std::int64_t next = next_deadline_tick();
-    const std::int64_t now = now_ns();
+    const std::int64_t now = steady_ns();
     const std::int64_t target = next == std::numeric_limits<std::int64_t>::max()
                                     ? now + k_max_sleep_ns
                                     : std::min(next * k_tick_ns, now + k_max_sleep_ns);
@@ -374,11 +426,16 @@ void timer_service::fire(std::vector<std::uint32_t>& ids) {
     if (n.state.compare_exchange_strong(expected, state_word(gen, k_firing),
                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
       pending_.fetch_sub(1, std::memory_order_relaxed);
+      ++fired_;
+      // Callbacks may set the thread's never_block; under manual time this is the test's
+      // thread, which must get its own back (a blocking ask after an advance is allowed).
+      const bool never_block_was = never_block;
       try {
         n.fn();
       } catch (...) {
         // A throwing callback is a bug in the runtime; the timer thread must outlive it.
       }
+      never_block = never_block_was;
     }
     release(id);
   }

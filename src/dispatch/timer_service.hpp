@@ -33,6 +33,26 @@
 //   beyond that schedule returns an empty handle and drops the callback.
 // - Handles: generation (32 bits) and node index (32 bits); a stale handle is refused unless its
 //   node was reused exactly 2^32 times since.
+//
+// Manual time (constructed with manual_time = true; system_config::manual_time, the testkit's
+// advance). Time is virtual: now() starts on a tick boundary (the steady clock's at
+// construction, rounded down) and moves only in advance_time(). There is no timer thread;
+// start() starts nothing. advance_time(d) runs the due callbacks on the calling thread, so that
+// when it returns every callback due by now() + d has run, with no hand-off to wait for and no
+// second thread to race with the test; the timer-thread-only state below is owned by the
+// advancing thread under advance_mutex_ (one advancer at a time; stop() takes it too).
+// - Order: virtual time steps from one due tick to the next; at each, now() is that tick and its
+//   callbacks run in deadline order, so a callback sees the time it was due at and a timer it
+//   schedules (a periodic schedule's next fire) lands at the right virtual moment, also within
+//   the same advance. After each batch advance_time calls `settle` (the testkit waits there
+//   until the system has handled what the batch enqueued, so that the timers those turns arm
+//   are armed at that virtual moment too), then re-reads the intake: timers scheduled at or
+//   before now() run next, before time moves on.
+// - Resolution: a timer is due at the first 1 ms tick at or after its deadline, as in real
+//   time; an advance by whole milliseconds is therefore exact.
+// - advance_time: any thread but never from a callback or from code that a callback waits for
+//   (settle), which would deadlock on advance_mutex_. schedule / cancel / now: any thread, as
+//   above. In real-time mode advance_time does nothing.
 
 #include <atomic>
 #include <chrono>
@@ -65,8 +85,9 @@ class timer_service {
   // Chunk directory size: bounds the number of timers held at once.
   static constexpr std::uint32_t k_max_chunks = 4096;
 
-  timer_service();   // does not start a thread
-  ~timer_service();  // stops
+  // manual_time: virtual time, moved by advance_time (see the contract); no timer thread.
+  explicit timer_service(bool manual_time = false);  // does not start a thread
+  ~timer_service();                                  // stops
   timer_service(const timer_service&) = delete;
   timer_service& operator=(const timer_service&) = delete;
 
@@ -76,6 +97,24 @@ class timer_service {
   handle schedule_at(clock::time_point when, callback fn);
   handle schedule_after(clock::duration d, callback fn);
   bool cancel(handle h);
+
+  // The service's time: the steady clock, or the virtual time in manual mode. Any thread.
+  bool manual_time() const noexcept { return manual_; }
+  std::int64_t now_ns() const noexcept {
+    if (manual_) return virtual_ns_.load(std::memory_order_acquire);
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+        .count();
+  }
+  clock::time_point now() const noexcept {
+    return clock::time_point(
+        std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(now_ns())));
+  }
+  // The wall clock matching now() (cron): in manual mode the system clock at construction plus
+  // the virtual time elapsed since.
+  std::chrono::system_clock::time_point wall_now() const noexcept;
+  // Manual time: moves now() forward by d, running every callback due on the way on this thread
+  // (see the contract), calling settle() after each batch. Returns the callbacks run.
+  std::size_t advance_time(clock::duration d, const std::function<void()>& settle = {});
 
   // Timers scheduled and not yet fired, cancelled or dropped (approximate under concurrency).
   std::size_t pending() const noexcept;
@@ -145,6 +184,15 @@ class timer_service {
   std::atomic<std::uint64_t> compact_at_{~std::uint64_t{0}};
   std::mutex lifecycle_mutex_;  // start/stop
   std::thread thread_;
+  const bool manual_;
+  // Manual time: the virtual steady-clock nanosecond. Writer: advance_time under advance_mutex_
+  // (release); readers: now_ns on any thread (acquire), so a reader that saw a time also sees
+  // what the callbacks due by then did.
+  std::atomic<std::int64_t> virtual_ns_{0};
+  const std::int64_t virtual_start_ns_;                     // manual time: now() at construction
+  const std::chrono::system_clock::time_point wall_start_;  // manual time: the wall clock then
+  // Manual time: the owner of the timer-thread-only state (advance_time, stop).
+  std::mutex advance_mutex_;
 
   // ---- timer thread only ----
   std::int64_t processed_tick_ = 0;       // every wheel slot up to this tick has fired
@@ -153,6 +201,7 @@ class timer_service {
   std::vector<std::uint64_t> slot_bits_;  // occupied-slot bitmap
   std::vector<heap_entry> heap_;          // min-heap on deadline_ns
   std::uint64_t cancels_at_compaction_ = 0;
+  std::uint64_t fired_ = 0;           // callbacks run (advance_time's count)
   std::vector<std::uint32_t> batch_;  // scratch: one slot's nodes, sorted by deadline
 };
 

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -99,6 +100,9 @@ struct grain_host_access {
   static std::atomic<std::int64_t>& queued(grain_host_base& h) noexcept { return h.queued_; }
   static std::shared_ptr<const grain_settings>& settings(grain_host_base& h) noexcept {
     return h.settings_;
+  }
+  static std::uint32_t& mailbox_capacity(grain_host_base& h) noexcept {
+    return h.mailbox_capacity_;
   }
   static error*& activation_error(grain_host_base& h) noexcept { return h.activation_error_; }
   static directory_link& link(grain_host_base& h) noexcept { return h.link_; }
@@ -167,6 +171,20 @@ class grain_layer final : public system_extension {
     const auto& base = defaults_[k];
     if (per_call == nullptr || sets_nothing(*per_call)) return base;
     return settle(base.get(), *per_call);
+  }
+
+  // The kind's settings for a fresh activation in place in a cell whose mailbox has `capacity`
+  // (the kind's own when they agree, else a copy with the mailbox's capacity).
+  std::shared_ptr<const grain_settings> settings_for_fresh(const grain_kind* k,
+                                                           std::size_t capacity) {
+    std::lock_guard<std::mutex> lock(kinds_mutex_);
+    const auto& base = defaults_[k];
+    if (std::min<std::size_t>(base->mailbox_capacity, std::numeric_limits<std::uint32_t>::max()) ==
+        capacity)
+      return base;
+    auto out = std::make_shared<grain_settings>(*base);
+    out->mailbox_capacity = capacity;
+    return out;
   }
 
   // Visits the identity's activation (activating it if needed, unless may_activate is false:
@@ -398,7 +416,10 @@ result<directory_link*> grain_layer::activation::create() {
   }
   cell->mark_grain();
   grain_host_base& host = grain_host_access::of(cell);
-  grain_host_access::settings(host) = layer.settings_for(kind, per_call);
+  auto settings = layer.settings_for(kind, per_call);
+  grain_host_access::mailbox_capacity(host) = static_cast<std::uint32_t>(
+      std::min<std::size_t>(settings->mailbox_capacity, std::numeric_limits<std::uint32_t>::max()));
+  grain_host_access::settings(host) = std::move(settings);
   cell->add_ref();  // the directory's
   directory_link& link = grain_host_access::link(host);
   link.cell = cell;
@@ -624,16 +645,22 @@ void grain_host_base::receive(receive_context& ctx) {
   }
 
   // A user message.
-  if (settings_->mailbox_capacity != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
+  if (mailbox_capacity_ != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
   ++handled_;
   if (!failing_ && instance() == nullptr) {
     // Dormant since an idle deactivation: this message activates a fresh instance in place.
-    if (layer.closing())
+    // A fresh activation starts from the kind's options, like one made by a new cell: the
+    // options of the call that created this cell belonged to the activation that just ended.
+    // Only the mailbox (and so its capacity) carries over.
+    if (layer.closing()) {
       failing_ = errc::system_shutting_down;
-    else if (error e = activate(ctx.system(), cell))
-      failing_ = e;
-    else
-      layer.count_activation();
+    } else {
+      settings_ = layer.settings_for_fresh(kind_, mailbox_capacity_);
+      if (error e = activate(ctx.system(), cell))
+        failing_ = e;
+      else
+        layer.count_activation();
+    }
   }
   if (failing_) {
     // A failed reactivation, or the shutdown: every waiting message gets the error; then the
@@ -729,7 +756,7 @@ namespace {
 // Takes a place in the activation's bounded mailbox (no-op when unbounded).
 error reserve(actor_cell* cell, const grain_identity& id) {
   grain_host_base& host = grain_host_access::of(cell);
-  if (const std::size_t cap = grain_host_access::settings(host)->mailbox_capacity; cap != 0) {
+  if (const std::size_t cap = grain_host_access::mailbox_capacity(host); cap != 0) {
     auto& q = grain_host_access::queued(host);
     if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
       q.fetch_sub(1, std::memory_order_acq_rel);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <akt/akt.hpp>
 
+#include <akt/testkit/manual_time.hpp>
+
 #include "support/test_support.hpp"
 
 #include <atomic>
@@ -38,6 +40,11 @@ struct probe {
   std::atomic<bool> hold_activation{false};  // on_activate waits for release_activation
   std::atomic<bool> release_activation{false};
   std::atomic<int> in_activate{0};  // on_activate calls that reached the hold
+  // With hold_deactivate, on_deactivate raises deactivating and waits for release_deactivate:
+  // a test sends while the activation is deactivating.
+  std::atomic<bool> hold_deactivate{false};
+  std::atomic<bool> deactivating{false};
+  std::atomic<bool> release_deactivate{false};
   std::mutex mutex;
   std::vector<long> seen;  // values of add{}, in handling order
 };
@@ -84,6 +91,11 @@ struct counter final : akt::grain {
   akt::error on_deactivate(akt::grain_props&) override {
     if (p->in_receive.load() != 0) p->deactivate_in_receive++;
     p->deactivations++;
+    if (p->hold_deactivate.load()) {
+      p->deactivating = true;
+      // A gate, not a delay: bounded so that a broken test cannot hang the suite.
+      (void)eventually([&] { return p->release_deactivate.load(); });
+    }
     if (p->fail_deactivate.load()) return akt::error(errc::handler_failed, "could not save");
     return {};
   }
@@ -122,6 +134,13 @@ struct counter final : akt::grain {
   }
 };
 
+// A system on a manual clock (akt::testkit::advance) with the threaded dispatcher.
+akt::system_config manual_time() {
+  akt::system_config cfg;
+  cfg.manual_time = true;
+  return cfg;
+}
+
 struct fixture {
   std::shared_ptr<probe> p = std::make_shared<probe>();
   akt::actor_system sys;
@@ -135,6 +154,13 @@ struct fixture {
   }
   grain_identity id(std::string name) {
     return {std::string(akt::detail::grain_kind_name<counter>()), std::move(name)};
+  }
+  // Whether the shutdown has begun for grains: a send is then refused before anything else is
+  // looked at. The name is invalid, so before the shutdown the send is refused too (for its
+  // name) and activates nothing.
+  bool grain_shutdown_began() {
+    return akt::tell_grain(sys, id("not a valid name!"), add{0}, {.one_way = true}).code() ==
+           errc::system_shutting_down;
   }
 };
 
@@ -514,18 +540,47 @@ TEST(Grain_Options, DependenciesReachOnActivate) {
 }
 
 TEST(Grain_Options, GrainOfOptionsBelongToThatActivationAndABareSendUsesTheKindDefaults) {
-  fixture f("g-opts", {.deactivate_after = std::chrono::hours(1)});
+  fixture f("g-opts", {.deactivate_after = std::chrono::hours(1)}, manual_time());
   auto deps = std::make_shared<akt::grain_dependencies>();
   deps->add("probe", f.p);
   auto id = akt::activate_grain<counter>(f.sys, "o", {.deactivate_after = 30ms, .dependencies = deps});
   ASSERT_TRUE(id);
-  // With the per-call 30 ms it passivates...
-  ASSERT_TRUE(eventually([&] { return f.p->deactivations.load() == 1; }));
-  // ...and a bare send reactivates it with the kind's 1 hour: it stays.
+  // With the per-call 30 ms it passivates, at 30 ms...
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 29ms));
+  EXPECT_EQ(f.p->deactivations.load(), 0);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 1ms));
+  EXPECT_EQ(f.p->deactivations.load(), 1);
+  // ...and a bare send reactivates it with the kind's 1 hour: it stays. (The deactivation has
+  // finished when advance returns, so the send cannot meet the closing activation.)
   ASSERT_FALSE(akt::tell_grain(f.sys, *id, add{1}));
-  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 90min));
   EXPECT_EQ(f.p->deactivations.load(), 1);
   EXPECT_EQ(f.p->activations.load(), 2);
+  // The add{} kept it busy through its first hour: it goes one idle hour after that.
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 30min));
+  EXPECT_EQ(f.p->deactivations.load(), 2);
+}
+
+TEST(Grain_Reactivation, AFreshActivationInPlaceGetsTheKindsOptionsNotThoseOfTheCallThatMadeIt) {
+  // The kind's dependencies hold f.p; activate_grain's own hold q. A message that arrives while the
+  // first activation deactivates keeps the cell and activates a fresh instance in place: that
+  // activation must see the kind's options (f.p), not activate_grain's (q).
+  fixture f("g-fresh-in-place", {.deactivate_after = std::chrono::hours(1)});
+  auto q = std::make_shared<probe>();
+  q->hold_deactivate = true;
+  auto deps = std::make_shared<akt::grain_dependencies>();
+  deps->add("probe", q);
+  auto id = akt::activate_grain<counter>(f.sys, "r", {.deactivate_after = 20ms, .dependencies = deps});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(eventually([&] { return q->deactivating.load(); }));
+  ASSERT_FALSE(akt::tell_grain(f.sys, *id, add{7}, {.one_way = true}));  // during on_deactivate
+  q->release_deactivate = true;
+  auto total = akt::ask_grain<long>(f.sys, *id, get{}, 5s);
+  ASSERT_TRUE(total) << total.error().message();
+  EXPECT_EQ(*total, 7) << "the message reached the fresh activation";
+  EXPECT_EQ(q->activations.load(), 1) << "activate_grain's options served its own activation only";
+  EXPECT_EQ(f.p->activations.load(), 1) << "the fresh activation got the kind's options";
+  EXPECT_EQ(akt::grain_activation_count(f.sys), 2u);
 }
 
 TEST(Grain_Options, ActivationIsTriedUpToItsAttempts) {
@@ -602,28 +657,39 @@ TEST(Grain_Lifecycle, PassivationAfterTheIdleTimeoutRunsOnDeactivateAndTheNextMe
 }
 
 TEST(Grain_Lifecycle, PassivationWaitsForTheMessageInProgress) {
-  fixture f("g-passivate-wait", {.deactivate_after = 20ms});
+  fixture f("g-passivate-wait", {.deactivate_after = 20ms}, manual_time());
   const auto id = f.id("w");
   std::thread holder([&] { (void)akt::tell_grain(f.sys, id, hold{}, {.timeout = 10s}); });
   ASSERT_TRUE(eventually([&] { return f.p->holding.load() == 1; }));
-  std::this_thread::sleep_for(100ms);  // several idle periods pass while it works
+  // Several idle periods pass while it works. The system cannot settle meanwhile (the grain is
+  // in its turn), so advance reports that after its bounded wait; the idle check is queued.
+  auto busy = akt::testkit::advance(f.sys, 100ms, 200ms);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code(), errc::request_timeout);
   EXPECT_EQ(f.p->deactivations.load(), 0);
   f.p->release = true;
   holder.join();
-  ASSERT_TRUE(eventually([&] { return f.p->deactivations.load() == 1; }));
+  // The queued check finds it was busy and waits a full period from now (100 ms).
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 19ms));
+  EXPECT_EQ(f.p->deactivations.load(), 0);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 1ms));
+  EXPECT_EQ(f.p->deactivations.load(), 1);
   EXPECT_EQ(f.p->deactivate_in_receive.load(), 0) << "on_deactivate never during on_receive";
 }
 
 TEST(Grain_Lifecycle, PassivationIsSkippedWhileMessagesKeepComing) {
-  fixture f("g-passivate-busy", {.deactivate_after = 50ms});
+  fixture f("g-passivate-busy", {.deactivate_after = 50ms}, manual_time());
   const auto id = f.id("b");
-  const auto until = std::chrono::steady_clock::now() + 300ms;
-  while (std::chrono::steady_clock::now() < until) {
+  for (int i = 0; i < 60; ++i) {  // 300 ms, a message every 5 ms
     ASSERT_FALSE(akt::tell_grain(f.sys, id, add{1}));
-    std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(akt::testkit::advance(f.sys, 5ms));
   }
   EXPECT_EQ(f.p->deactivations.load(), 0);
   EXPECT_EQ(f.p->activations.load(), 1);
+  // Once the messages stop it goes within two periods (the check armed before the last one
+  // finds it busy and waits one more).
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 100ms));
+  EXPECT_EQ(f.p->deactivations.load(), 1);
 }
 
 TEST(Grain_Lifecycle, MessagesArrivingDuringDeactivationReachAFreshActivationInOrder) {
@@ -682,7 +748,7 @@ TEST(Grain_Shutdown, ActiveGrainsHandleTheirMailboxThenDeactivate) {
   for (long i = 0; i < 50; ++i)
     ASSERT_FALSE(akt::tell_grain(f->sys, id, add{i}, {.one_way = true}));
   std::thread stopper([&] { EXPECT_TRUE(f->sys.stop()); });
-  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(eventually([&] { return f->grain_shutdown_began(); }));  // while it still works
   f->p->release = true;
   stopper.join();
   holder.join();
@@ -700,7 +766,7 @@ TEST(Grain_Shutdown, AFullBoundedMailboxIsStillDrainedAndDeactivated) {
   for (long i = 0; i < 3; ++i) ASSERT_FALSE(akt::tell_grain(f.sys, id, add{i}, {.one_way = true}));
   ASSERT_EQ(akt::tell_grain(f.sys, id, add{9}, {.one_way = true}).code(), errc::mailbox_full);
   std::thread stopper([&] { EXPECT_TRUE(f.sys.stop()); });
-  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(eventually([&] { return f.grain_shutdown_began(); }));  // while it still works
   f.p->release = true;
   stopper.join();
   holder.join();
@@ -741,7 +807,9 @@ TEST(Grain_Shutdown, AGrainStillBusyAtTheTimeoutIsAbandonedWithoutOnDeactivate) 
   EXPECT_NE(r.error().message().find(id.str()), std::string::npos) << r.error().message();
   f.p->release = true;
   holder.join();
-  std::this_thread::sleep_for(50ms);
+  // The hold returned: the turn that could still run on_deactivate is over once the grain's
+  // cell is gone (an abandoned grain is stopped when its turn ends).
+  EXPECT_TRUE(eventually([&] { return akt::active_grains(f.sys).empty(); }));
   EXPECT_EQ(f.p->deactivations.load(), 0) << "abandoned: on_deactivate never ran";
 }
 

@@ -49,8 +49,17 @@ struct system_config {
   unsigned blocking_threads = 4;
   // Deterministic mode for tests: no dispatcher threads; turns run only inside
   // run_until_idle() / step() (and while a blocking ask waits), on the calling thread, in the
-  // order actors became ready. Timers and pipe_to still run on their own threads.
+  // order actors became ready. pipe_to still runs on its own threads; timers run in real time
+  // on their own thread unless manual_time is set too.
   bool deterministic = false;
+  // Manual time for tests (with or without deterministic): the timer service runs on a virtual
+  // clock that only akt::testkit::advance moves (<akt/testkit/manual_time.hpp>), firing what is
+  // due on the advancing thread. Schedules and cron, idle passivation, supervisor back-off,
+  // request and pipe timeouts, grain idle deactivation and grain timers all follow it; blocking
+  // waits of outside callers (ask, acknowledged tell_grain, stop, probe expectations) stay in
+  // real time. The dispatcher then also counts ready actors so the testkit can wait until
+  // everything an advance triggered has been handled.
+  bool manual_time = false;
 };
 
 // Figures of one actor (actor_system::stats(pid)).

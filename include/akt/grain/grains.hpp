@@ -118,7 +118,10 @@ class grain_host_base : public actor {
 
   const grain_kind* kind_;
   directory_link link_;  // this activation's entry in the grain directory (and its cell)
-  // The activation's settled options. Written by the layer before start, then read-only.
+  // The activation's settled options. Turn owner: written by the layer before start, and again
+  // by the turn when a fresh activation starts in place after an idle deactivation (it gets the
+  // kind's options, not those of the call that created the cell). Senders never read it: they
+  // read mailbox_capacity_.
   std::shared_ptr<const grain_settings> settings_;
   // Turn owner: the activation's timers (allocated on first use, so idle grains without timers
   // pay one pointer).
@@ -144,6 +147,11 @@ class grain_host_base : public actor {
   std::uint32_t reentrancy_max_ = 0;
   std::int8_t reentrancy_mode_ = -1;
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
+  // The mailbox's capacity (0 = unbounded), for the senders' reservations: written by the layer
+  // before start, then read-only for the cell's life (a fresh activation in place keeps the
+  // mailbox, so it keeps its capacity). 32 bits so that it fits the padding after the flags;
+  // a larger capacity is saturated (four billion waiting messages is unbounded in practice).
+  std::uint32_t mailbox_capacity_ = 0;
 };
 
 template <class T>
