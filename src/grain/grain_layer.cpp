@@ -454,6 +454,19 @@ void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
                                                [self] { (void)self.tell(grain_idle_check{}); });
 }
 
+// Ends an activation that has no instance (deactivated by the shutdown marker, dormant after an
+// idle deactivation that a send raced, or a failed reactivation) once nothing is left in its
+// mailbox. Every branch of receive that finds no instance must end here, whatever kind of
+// message it handled: no later message comes to do it. The marker's activation has already
+// left the directory, so nothing new reaches it, and a dormant one is only reached again while
+// listed, which leave (under the directory's shard lock, like every send) rules out. A branch
+// that returned early instead left the cell alive and unlisted for ever: an idle check that the
+// timer thread queued just behind the shutdown marker did that, and stop() then waited for the
+// cell until its timeout.
+void end_if_drained(receive_context& ctx, actor_cell* cell, grain_layer& layer) {
+  if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
+}
+
 }  // namespace
 
 error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
@@ -601,11 +614,16 @@ void grain_host_base::receive(receive_context& ctx) {
     // Whatever is queued behind the marker was sent after the shutdown began: it is refused
     // like a send that would activate (below, as it is reached), not handed to a new instance.
     failing_ = errc::system_shutting_down;
-    if (cell->user_backlog_empty()) ctx.stop_self();
+    end_if_drained(ctx, cell, layer);  // left the directory already: stops when drained
     return;
   }
   if (ctx.is<grain_idle_check>()) {
-    if (instance() == nullptr) return;
+    if (instance() == nullptr) {
+      // A check of an ended activation (it can sit behind the shutdown marker): never a reason
+      // to activate, but it may be the last message, so it ends the activation like any other.
+      end_if_drained(ctx, cell, layer);
+      return;
+    }
     const cell_extras* x = cell->extras_if_any();
     const bool requests_in_flight = x != nullptr && !x->requests.empty();
     if (handled_ != handled_at_arm_ || !cell->user_backlog_empty() || requests_in_flight) {
@@ -633,8 +651,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // tick of an earlier activation (or one after deactivation) is dropped.
     if (tick->generation != generation_ || instance() == nullptr || failing_) {
       // A dormant activation (see the idle check) that had only ticks waiting goes now.
-      if (instance() == nullptr && cell->user_backlog_empty() && layer.leave(cell, true))
-        ctx.stop_self();
+      if (instance() == nullptr) end_if_drained(ctx, cell, layer);
       return;
     }
     if (tick->keep_alive) ++handled_;
@@ -670,7 +687,7 @@ void grain_host_base::receive(receive_context& ctx) {
       ctx.reply_error(why);
     else
       cell->system()->dead_letter(ctx, why);
-    if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
+    end_if_drained(ctx, cell, layer);
     return;
   }
   const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;

@@ -874,6 +874,39 @@ TEST(Grain_Shutdown, AnActivationThatFailsWhileTheShutdownWaitsEndsTheWait) {
   EXPECT_EQ(f.p->deactivations.load(), 0);
 }
 
+TEST(Grain_Shutdown, ADeactivatedActivationEndsWhenItsLastQueuedMessageIsAnIdleCheck) {
+  // The rule: whichever message is the last one an activation without an instance handles, the
+  // activation then goes. Here the idle check comes in behind the shutdown marker: the marker
+  // deactivates the grain but cannot stop it (the check is still queued), so the check must.
+  // Before the fix the check returned early, the cell left the directory without ever stopping,
+  // and stop() ran into its timeout ("1 actors did not stop"). Under load this was the 1-in-8
+  // hang of three one-way senders against a grain with deactivate_after = 1 ms.
+  constexpr auto idle_after = 300ms;
+  fixture f("g-shutdown-idle-check", {.deactivate_after = idle_after},
+            {.workers = 2, .shutdown_timeout = 3s});
+  const auto id = f.id("ic");
+  std::thread holder([&] { (void)akt::tell_grain(f.sys, id, hold{}, {.timeout = 10s}); });
+  ASSERT_TRUE(eventually([&] { return f.p->holding.load() == 1; }));
+  // Activated (and its idle timer armed) before holding was seen: the check is due by then.
+  const auto check_due = std::chrono::steady_clock::now() + idle_after;
+  akt::result<void> stopped;
+  std::chrono::steady_clock::duration took{};
+  std::thread stopper([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    stopped = f.sys.stop();  // posts the marker now, well before the check is due
+    took = std::chrono::steady_clock::now() - t0;
+  });
+  // Mailbox: [marker, idle check] once the timer fired; then let the grain go on.
+  std::this_thread::sleep_until(check_due + 200ms);
+  f.p->release = true;
+  stopper.join();
+  holder.join();
+  EXPECT_TRUE(stopped) << (stopped ? "" : stopped.error().message());
+  EXPECT_LT(took, 2s) << "the stop waited for an activation that never ended";
+  EXPECT_EQ(f.p->deactivations.load(), 1);
+  EXPECT_TRUE(akt::active_grains(f.sys).empty());
+}
+
 // ---- inspection ----
 
 TEST(Grain_Inspection, ActiveGrainsCountsAndFiguresAndEvents) {
