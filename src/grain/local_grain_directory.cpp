@@ -75,7 +75,9 @@ class local_grain_directory final : public grain_directory {
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       if (!s.contains(&mine)) return true;
-      if (require_empty && !cell->user_backlog_empty()) return false;
+      // An entry still behind its gate is not given up on an empty mailbox: its activating
+      // sender has yet to visit it (enqueue its message). An idle check can get here first.
+      if (require_empty && (mine.gate || !cell->user_backlog_empty())) return false;
       s.erase(&mine);
     }
     cell->release();
@@ -188,9 +190,14 @@ class local_grain_directory final : public grain_directory {
     if (failed) {
       // The activation withdrew its entry (and its link is gone with its actor).
       gate->result = failed;
-    } else {
+    }
+    error visited;
+    if (!failed) {
+      // Open the entry and visit it in one hold of the lock, as a visit of an entry found
+      // active is: until the sender's message is in, the activation may not leave (see release).
       lock.lock();
       l->gate.reset();
+      visited = v.visit(cell);
       lock.unlock();
     }
     gate->done.store(1, std::memory_order_release);
@@ -199,7 +206,7 @@ class local_grain_directory final : public grain_directory {
       cell->release();  // the directory's reference
       return failed;
     }
-    return v.visit(cell);
+    return visited;
   }
 
   directory_link& (*const link_of_)(actor_cell*);
