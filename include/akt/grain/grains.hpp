@@ -117,6 +117,11 @@ class grain_host_base : public actor {
   bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
 
   const grain_kind* kind_;
+  // Turn owner: user messages handled, and the count when the idle timer was armed. Near the
+  // front, on the cell's second line: written per message, so kept off the line that holds the
+  // host's tail and grain_cell::direct_, which grain_ref senders write per message.
+  std::uint32_t handled_ = 0;
+  std::uint32_t handled_at_arm_ = 0;
   directory_link link_;  // this activation's entry in the grain directory (and its cell)
   // The activation's settled options. Turn owner: written by the layer before start, and again
   // by the turn when a fresh activation starts in place after an idle deactivation (it gets the
@@ -136,9 +141,6 @@ class grain_host_base : public actor {
   // below zero and then allows that many extra). A send is refused when its +1 finds the
   // capacity taken.
   std::atomic<std::int64_t> queued_{0};
-  // Turn owner: user messages handled, and the count when the idle timer was armed.
-  std::uint32_t handled_ = 0;
-  std::uint32_t handled_at_arm_ = 0;
   // Turn owner: which activation of this cell is current; a timer tick of an earlier one is
   // dropped.
   std::uint32_t generation_ = 0;
