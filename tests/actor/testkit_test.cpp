@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <akt/testkit/manual_time.hpp>
 #include <akt/testkit/probe.hpp>
 
 #include <stdexcept>
@@ -341,6 +342,67 @@ TEST(Testkit_Deterministic, TimeoutAndTerminatedDriveTheTurnsToo) {
   // A scheduled message comes from the timer thread; expect keeps polling until it is there.
   ASSERT_TRUE(sys.schedule_once(p.ref(), ping{7}, std::chrono::milliseconds(20)));
   EXPECT_EQ(p.expect<ping>().value_or(ping{0}).n, 7);
+}
+
+// ---- manual time ----
+
+struct tick {};
+
+// Counts ticks; each one also sends a copy onwards when `next` is set (an effect of an effect).
+class tick_counter : public akt::actor {
+ public:
+  tick_counter(std::shared_ptr<std::atomic<int>> n, akt::pid next)
+      : n_(std::move(n)), next_(std::move(next)) {}
+  void receive(akt::receive_context& ctx) override {
+    if (!ctx.is<tick>()) return;
+    n_->fetch_add(1);
+    if (next_) (void)next_.tell(tick{});
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> n_;
+  akt::pid next_;
+};
+
+void advance_runs_a_schedule(bool deterministic) {
+  akt::system_config cfg;
+  cfg.manual_time = true;
+  cfg.deterministic = deterministic;
+  akt::actor_system sys("manual-time", cfg);
+  ASSERT_TRUE(sys.start());
+  auto first = std::make_shared<std::atomic<int>>(0);
+  auto second = std::make_shared<std::atomic<int>>(0);
+  auto b = sys.spawn<tick_counter>("b", second, akt::pid());
+  ASSERT_TRUE(b);
+  auto a = sys.spawn<tick_counter>("a", first, *b);
+  ASSERT_TRUE(a);
+  const auto t0 = akt::testkit::now(sys);
+  ASSERT_TRUE(sys.schedule(*a, tick{}, std::chrono::minutes(10)));
+  ASSERT_TRUE(akt::testkit::advance(sys, std::chrono::minutes(59)));
+  // Five fires, and what each caused (a's tell to b) was handled before advance returned.
+  EXPECT_EQ(first->load(), 5);
+  EXPECT_EQ(second->load(), 5);
+  EXPECT_EQ(akt::testkit::now(sys) - t0, std::chrono::minutes(59));
+  ASSERT_TRUE(akt::testkit::advance(sys, std::chrono::minutes(1)));
+  EXPECT_EQ(first->load(), 6);
+  EXPECT_EQ(second->load(), 6);
+  ASSERT_TRUE(sys.stop());
+}
+
+TEST(ManualTime, AdvanceFiresAScheduleAndReturnsOnceEverythingItCausedIsHandled) {
+  advance_runs_a_schedule(false);
+}
+
+TEST(ManualTime, AdvanceWorksInTheDeterministicModeRunningTheTurnsOnTheTestThread) {
+  advance_runs_a_schedule(true);
+}
+
+TEST(ManualTime, AdvanceNeedsASystemOnManualTime) {
+  akt::actor_system sys("real-time");
+  ASSERT_TRUE(sys.start());
+  auto r = akt::testkit::advance(sys, std::chrono::seconds(1));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), akt::errc::invalid_argument);
 }
 
 }  // namespace
