@@ -3,6 +3,7 @@
 
 #include "akt/actor/actor.hpp"
 #include "akt/actor/actor_system.hpp"
+#include "akt/actor/coroutine.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
@@ -15,6 +16,7 @@
 #include "akt/core/result.hpp"
 #include "akt/grain/grain.hpp"
 #include "akt/grain/grain_context.hpp"
+#include "akt/grain/grain_coroutine.hpp"
 #include "akt/grain/grains.hpp"
 #include "akt/mailbox/bounded_mailbox.hpp"
 #include "akt/mailbox/mailbox.hpp"
