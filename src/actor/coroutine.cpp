@@ -37,6 +37,12 @@ void resume_on_turn(frame_ref ref, std::coroutine_handle<> leaf) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void coroutine_request(receive_context& turn, const pid& to, envelope* env,
+                       std::chrono::nanoseconds timeout, continuation then, bool stash_others) {
+  (void)context_access::request(turn, to, env, timeout, std::move(then),
+                                request_options{.stash_others = stash_others});
+}
+
 void await_delay(receive_context& turn, std::chrono::nanoseconds delay, continuation then,
                  bool stash_others) {
   actor_cell* self = context_access::receiver(turn);

@@ -83,6 +83,11 @@ struct context_access {
   static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
   static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
   static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
+  static request_handle request(receive_context& c, const pid& to, envelope* e,
+                                std::chrono::nanoseconds timeout, continuation then,
+                                request_options options) {
+    return c.request_erased(to, e, timeout, std::move(then), options);
+  }
 };
 
 class system_core {

@@ -44,6 +44,10 @@
 // - Allocation: the coroutine frame (once per coroutine, not per co_await); each co_await of a
 //   request costs what receive_context::request costs plus one small continuation block (its
 //   std::function holds a frame reference); a delay costs a request entry and a timer.
+// - GCC 12 bug (not akt's): a braced temporary holding a std::string inside a co_await operand,
+//   co_await ctx.ask<R>(to, query{name}, t), is copied bitwise into the frame and its string is
+//   then freed wrongly (ASan: bad-free). Build such a message as a named local first. Scalars
+//   and heap-free types are unaffected; GCC 13 and Clang do not have the bug.
 // - Nested tasks: co_await sub(ctx) runs sub as part of the same coroutine (symmetric transfer,
 //   no scheduling); its exceptions propagate to the awaiting coroutine. Pass sub the same
 //   async_context by reference (it lives in the outer frame).
@@ -119,8 +123,11 @@ struct promise_base {
   final_awaiter final_suspend() noexcept { return {}; }
   void unhandled_exception() noexcept { exception = std::current_exception(); }
 
+  // By value: the awaiter is then one object, moved into place once. (GCC 12 copies an awaiter
+  // it is handed by reference, which left the copy's members pointing into the original.)
   template <class A>
-  A&& await_transform(A&& a) noexcept {
+  std::remove_cvref_t<A> await_transform(A&& a) noexcept(
+      std::is_nothrow_constructible_v<std::remove_cvref_t<A>, A&&>) {
     static_assert(turn_awaitable<A>,
                   "an akt::task may co_await only akt awaitables (ask, delay, ...) and akt::task: "
                   "others could resume it off its actor's turn");
@@ -164,6 +171,11 @@ promise_base* root_of(std::coroutine_handle<P> h) noexcept {
 // the turn's supervision sees the exception); otherwise the frame now belongs to the request
 // it waits for.
 void resume_on_turn(frame_ref ref, std::coroutine_handle<> leaf);
+
+// receive_context::request with an envelope ask() filled already, so that the awaitable holds
+// only pointers, the target and the result. env may be null (an empty pid).
+void coroutine_request(receive_context& turn, const pid& to, envelope* env,
+                       std::chrono::nanoseconds timeout, continuation then, bool stash_others);
 
 // A request entry without a target that completes (errc::request_timeout) after `delay`; its
 // continuation runs on `turn`'s actor like a reply's. stash_others as for requests.
@@ -264,7 +276,7 @@ struct coroutine_options {
   bool reentrant = false;
 };
 
-template <class R, class M>
+template <class R>
 class ask_awaitable;
 class delay_awaitable;
 
@@ -298,13 +310,13 @@ class async_context final : public detail::coroutine_context_base {
   // Sends msg as an ask; the co_await yields result<R> (the reply as R, or request_timeout after
   // timeout (0: none), dead, unhandled, no_reply, unexpected_reply, empty_pid, ...).
   template <class R = akt::message, class T>
-  ask_awaitable<R, std::decay_t<T>> ask(const pid& to, T&& msg, std::chrono::nanoseconds timeout);
+  ask_awaitable<R> ask(const pid& to, T&& msg, std::chrono::nanoseconds timeout);
   // Resumes after `d`, on this actor's turn (the held messages stay held meanwhile unless the
   // coroutine is reentrant).
   delay_awaitable delay(std::chrono::nanoseconds d) noexcept;
 
  private:
-  template <class R, class M>
+  template <class R>
   friend class ask_awaitable;
   friend class delay_awaitable;
   void fail_owed(const error& err) noexcept override { reply_.fail(err); }
@@ -314,34 +326,45 @@ class async_context final : public detail::coroutine_context_base {
   coroutine_options options_;
 };
 
-// co_await ctx.ask<R>(to, msg, timeout) -> result<R>.
-template <class R, class M>
+// co_await ctx.ask<R>(to, msg, timeout) -> result<R>. The message is already in its envelope
+// (see coroutine_request); a request is sent only when the awaitable is awaited.
+template <class R>
 class [[nodiscard]] ask_awaitable {
  public:
   using akt_turn_awaitable = void;
-  ask_awaitable(async_context* ctx, pid to, M msg, std::chrono::nanoseconds timeout)
-      : ctx_(ctx), to_(std::move(to)), msg_(std::move(msg)), timeout_(timeout) {}
+  ask_awaitable(async_context* ctx, const pid& to, envelope* env,
+                std::chrono::nanoseconds timeout) noexcept
+      : ctx_(ctx), to_(to), env_(env), timeout_(timeout) {}
+  ask_awaitable(ask_awaitable&& o) noexcept
+      : ctx_(o.ctx_),
+        to_(std::move(o.to_)),
+        env_(std::exchange(o.env_, nullptr)),
+        timeout_(o.timeout_) {}
+  ask_awaitable& operator=(ask_awaitable&&) = delete;
+  ~ask_awaitable() {
+    if (env_ != nullptr) recycle(env_);  // never awaited
+  }
 
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) {
     leaf_ = h;
-    ctx_->turn_->template request<R>(
-        to_, std::move(msg_), timeout_,
+    detail::coroutine_request(
+        *ctx_->turn_, to_, std::exchange(env_, nullptr), timeout_,
         [this, ref = detail::frame_ref(detail::root_of(h))](receive_context& c,
-                                                            result<R> reply) mutable {
+                                                            result<akt::message> reply) mutable {
           ctx_->turn_ = &c;
-          result_.emplace(std::move(reply));
+          result_.emplace(detail::reply_as<R>(std::move(reply)));
           detail::resume_on_turn(std::move(ref), leaf_);
         },
-        request_options{.stash_others = !ctx_->options_.reentrant});
+        !ctx_->options_.reentrant);
   }
   result<R> await_resume() { return std::move(*result_); }
 
  private:
   async_context* ctx_;
   pid to_;
-  M msg_;
+  envelope* env_;
   std::chrono::nanoseconds timeout_;
   std::coroutine_handle<> leaf_;
   std::optional<result<R>> result_;
@@ -375,9 +398,10 @@ class [[nodiscard]] delay_awaitable {
 };
 
 template <class R, class T>
-ask_awaitable<R, std::decay_t<T>> async_context::ask(const pid& to, T&& msg,
-                                                     std::chrono::nanoseconds timeout) {
-  return ask_awaitable<R, std::decay_t<T>>(this, to, std::forward<T>(msg), timeout);
+ask_awaitable<R> async_context::ask(const pid& to, T&& msg, std::chrono::nanoseconds timeout) {
+  envelope* env = to ? detail::acquire_envelope(to.cell()) : nullptr;
+  if (env != nullptr) detail::fill(env, std::forward<T>(msg));
+  return ask_awaitable<R>(this, to, env, timeout);
 }
 
 inline delay_awaitable async_context::delay(std::chrono::nanoseconds d) noexcept {
