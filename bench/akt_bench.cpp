@@ -723,6 +723,58 @@ void BM_RequestPairwise(benchmark::State& state) {
 }
 BENCHMARK(BM_RequestPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// RequestPairwiseCoroutine: RequestPairwise's shape, with the requester's loop written as a
+// coroutine (akt/actor/coroutine.hpp): one coroutine per start_requests co_awaits each request
+// in turn (non-reentrant, the default), so the frame is allocated once per batch.
+
+struct coroutine_requester final : akt::actor {
+  explicit coroutine_requester(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (auto* s = ctx.get_if<start_requests>()) {
+      akt::run(requests(akt::async_context(ctx), s->target, s->count));
+    }
+  }
+  akt::task<> requests(akt::async_context ctx, akt::pid target, std::uint64_t count) {
+    for (std::uint64_t i = 0; i < count; ++i) {
+      akt::result<long> r =
+          co_await ctx.ask<long>(target, ping{1}, std::chrono::nanoseconds::zero());
+      if (r) done->note();
+    }
+  }
+  completion* done;
+};
+
+void BM_RequestPairwiseCoroutine(benchmark::State& state) {
+  const unsigned n = akt_bench::pair_count();
+  completion done;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  std::vector<akt::pid> requesters;
+  std::vector<akt::pid> echoes;
+  for (unsigned i = 0; i < n; ++i) {
+    echoes.push_back(spawn_or_fail<echo>(state, bs.sys, "echo-" + std::to_string(i)));
+    requesters.push_back(
+        spawn_or_fail<coroutine_requester>(state, bs.sys, "requester-" + std::to_string(i), &done));
+    if (!echoes.back() || !requesters.back()) return;
+  }
+  auto round = [&](std::uint64_t per_pair) {
+    const std::uint64_t target = done.count() + per_pair * n;
+    for (unsigned i = 0; i < n; ++i) (void)requesters[i].tell(start_requests{echoes[i], per_pair});
+    done.wait_for(target);
+  };
+  round(2000);  // warm-up
+  std::uint64_t rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    round(k_request_batch);
+    ++rounds;
+  }
+  const std::uint64_t requests = rounds * k_request_batch * n;
+  r.report(state, &bs.sys, requests, requests);
+  state.counters["pairs"] = n;
+}
+BENCHMARK(BM_RequestPairwiseCoroutine)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // =============================================================================================
 // 9. SupervisionRestart: one actor whose supervisor restarts it on every failure; each crash
 // message fails the handler (by exception, or by receive_context::fail for range(0) == 1), and

@@ -3,6 +3,7 @@
 
 #include "akt/actor/actor.hpp"
 #include "akt/actor/actor_system.hpp"
+#include "akt/actor/coroutine.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
@@ -17,6 +18,7 @@
 #include "akt/core/type_name.hpp"
 #include "akt/grain/grain.hpp"
 #include "akt/grain/grain_context.hpp"
+#include "akt/grain/grain_coroutine.hpp"
 #include "akt/grain/grain_ref.hpp"
 #include "akt/grain/grains.hpp"
 #include "akt/mailbox/bounded_mailbox.hpp"

@@ -596,8 +596,12 @@ void actor_cell::drop_requests() noexcept {
   for (auto& [id, req] : x->requests) {
     if (req.timer) system_->timers_.cancel(req.timer);
   }
+  // Out of the map before they are destroyed: a continuation may own a waiting coroutine's frame
+  // (coroutine.hpp), and the destructors of its locals run now.
+  auto dropped = std::move(x->requests);
   x->requests.clear();
   x->awaiting = 0;
+  dropped.clear();
 }
 
 void actor_cell::complete_restart() noexcept {

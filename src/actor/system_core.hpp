@@ -88,6 +88,11 @@ struct context_access {
     return c.request_erased(pid(), nullptr, std::chrono::nanoseconds::zero(), std::move(then),
                             request_options{}, std::move(why));
   }
+  static request_handle request(receive_context& c, const pid& to, envelope* e,
+                                std::chrono::nanoseconds timeout, continuation then,
+                                request_options options) {
+    return c.request_erased(to, e, timeout, std::move(then), options);
+  }
 };
 
 class system_core {
