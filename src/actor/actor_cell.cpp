@@ -15,6 +15,17 @@
 
 namespace akt::detail {
 
+// The what() of an exception (or "unknown exception"), for error details.
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 namespace {
 // Times a turn re-polls a mailbox whose next push is still linking (the producer is between
 // its exchange and its link store, usually a few instructions) before it yields the worker.
@@ -24,16 +35,6 @@ inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
-}
-
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown exception";
-  }
 }
 
 std::string child_path(actor_cell* parent, std::string_view name) {

@@ -12,18 +12,6 @@
 
 namespace akt::detail {
 
-namespace {
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-}  // namespace
-
 void resume_on_turn(frame_ref ref, std::coroutine_handle<> leaf) {
   leaf.resume();
   promise_base* root = ref.root();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,9 @@ inline sharded_pool<receive_context>& grain_envelope_pool() noexcept {
 // deadline are copied, from src's home shard in src's pool; the clone's late-reply guard starts
 // cleared.
 receive_context* clone_for_stash(receive_context& src);
+
+// The what() of a caught exception, for error details (actor_cell.cpp).
+std::string what_of(const std::exception_ptr& e);
 
 struct context_access {
   static actor_cell*& receiver(receive_context& c) noexcept { return c.receiver_; }

@@ -543,7 +543,8 @@ TEST(Grain_Options, GrainOfOptionsBelongToThatActivationAndABareSendUsesTheKindD
   fixture f("g-opts", {.deactivate_after = std::chrono::hours(1)}, manual_time());
   auto deps = std::make_shared<akt::grain_dependencies>();
   deps->add("probe", f.p);
-  auto id = akt::activate_grain<counter>(f.sys, "o", {.deactivate_after = 30ms, .dependencies = deps});
+  auto id =
+      akt::activate_grain<counter>(f.sys, "o", {.deactivate_after = 30ms, .dependencies = deps});
   ASSERT_TRUE(id);
   // With the per-call 30 ms it passivates, at 30 ms...
   ASSERT_TRUE(akt::testkit::advance(f.sys, 29ms));
@@ -570,7 +571,8 @@ TEST(Grain_Reactivation, AFreshActivationInPlaceGetsTheKindsOptionsNotThoseOfThe
   q->hold_deactivate = true;
   auto deps = std::make_shared<akt::grain_dependencies>();
   deps->add("probe", q);
-  auto id = akt::activate_grain<counter>(f.sys, "r", {.deactivate_after = 20ms, .dependencies = deps});
+  auto id =
+      akt::activate_grain<counter>(f.sys, "r", {.deactivate_after = 20ms, .dependencies = deps});
   ASSERT_TRUE(id);
   ASSERT_TRUE(eventually([&] { return q->deactivating.load(); }));
   ASSERT_FALSE(akt::tell_grain(f.sys, *id, add{7}, {.one_way = true}));  // during on_deactivate
