@@ -3,6 +3,7 @@
 // pending requests, supervision and passivation state. Touched by the turn owner only, except
 // `restarts` (figures, read by anyone).
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "akt/actor/detail/actor_cell.hpp"
 #include "akt/actor/passivation.hpp"
 #include "akt/actor/receive_context.hpp"
 #include "akt/actor/supervisor.hpp"
@@ -100,5 +102,20 @@ struct alignas(16) cell_extras {
 
   bool has_owned_queues() const noexcept { return !replies.empty() || !unstashed.empty(); }
 };
+
+// Releases the references a cell list holds and empties it.
+inline void release_all(std::vector<actor_cell*>& cells) noexcept {
+  for (actor_cell* c : cells) c->release();
+  cells.clear();
+}
+
+// Removes c from the list and releases the list's reference; false when it was not listed.
+inline bool remove_one(std::vector<actor_cell*>& cells, actor_cell* c) noexcept {
+  auto it = std::find(cells.begin(), cells.end(), c);
+  if (it == cells.end()) return false;
+  cells.erase(it);
+  c->release();
+  return true;
+}
 
 }  // namespace akt::detail

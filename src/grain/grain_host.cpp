@@ -1,0 +1,319 @@
+// The host actor that runs a grain inside an actor cell, and grain_context's answers (see
+// grain_layer.hpp).
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "grain/grain_layer.hpp"
+
+namespace akt {
+namespace detail {
+
+namespace {
+
+void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
+  if (after <= std::chrono::nanoseconds::zero()) return;
+  pid self = pid::share(cell);
+  (void)cell->system()->timers_.schedule_after(after,
+                                               [self] { (void)self.tell(grain_idle_check{}); });
+}
+
+// Ends an activation that has no instance (deactivated by the shutdown marker, dormant after an
+// idle deactivation that a send raced, or a failed reactivation) once nothing is left in its
+// mailbox. Every branch of receive that finds no instance must end here, whatever kind of
+// message it handled: no later message comes to do it. The marker's activation has already
+// left the directory, so nothing new reaches it, and a dormant one is only reached again while
+// listed, which leave (under the directory's shard lock, like every send) rules out. A branch
+// that returned early instead left the cell alive and unlisted for ever: an idle check that the
+// timer thread queued just behind the shutdown marker did that, and stop() then waited for the
+// cell until its timeout.
+void end_if_drained(receive_context& ctx, actor_cell* cell, grain_layer& layer) {
+  if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
+}
+
+}  // namespace
+
+error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
+  const grain_identity id = identity_of(kind_, cell);
+  const grain_settings& settings = *settings_;
+  const auto deadline = std::chrono::steady_clock::now() + settings.activation_timeout;
+  ++generation_;          // ticks of an earlier activation's timers are stale from here on
+  reentrancy_mode_ = -1;  // a new activation starts from its options
+  timers_stopped_ = false;
+  error last;
+  for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
+    if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) break;
+    grain* g = nullptr;
+    try {
+      g = build_instance();
+    } catch (...) {
+      last = caught("the grain's constructor");
+      continue;
+    }
+    grain_props props(id, sys, settings, deadline, this);
+    try {
+      last = g->on_activate(props);
+    } catch (...) {
+      last = caught("on_activate");
+    }
+    if (!last && std::chrono::steady_clock::now() > deadline) {
+      // Too late: the caller has given up. Undo it, so nothing half-activated stays.
+      try {
+        (void)g->on_deactivate(props);
+      } catch (...) {
+      }
+      last = error(errc::request_timeout,
+                   "activation of " + id.str() + " took longer than " +
+                       std::to_string(settings.activation_timeout.count() / 1'000'000) + " ms");
+    }
+    if (!last) break;
+    end_activation();  // what the failed attempt scheduled goes with it
+    timers_stopped_ = false;
+  }
+  auto& events = sys.events();
+  if (last) {
+    timers_stopped_ = true;
+    if (events.has_subscribers<grain_activation_failed>())
+      events.publish(grain_activation_failed{id, last});
+    return last;
+  }
+  handled_at_arm_ = handled_;
+  arm_idle_timer(cell, settings.deactivate_after);
+  open_direct();
+  if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
+  return {};
+}
+
+void grain_host_base::open_direct() noexcept {
+  std::atomic<std::uint64_t>& direct = direct_word();
+  const std::uint64_t open = std::uint64_t{generation_} << 32;
+  std::uint64_t v = direct.load(std::memory_order_relaxed);
+  // Senders that found it closed may still be on their way out: keep their count.
+  while (!direct.compare_exchange_weak(v, open | (v & k_direct_senders), std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+  }
+}
+
+void grain_host_base::close_direct() noexcept {
+  std::atomic<std::uint64_t>& direct = direct_word();
+  std::uint64_t v = direct.fetch_or(k_direct_closed, std::memory_order_acq_rel);
+  // A sender inside is between its check and its enqueue (a few instructions): wait it out, so
+  // that what it sends is in the mailbox before anyone checks the mailbox is empty.
+  for (unsigned spins = 0; (v & k_direct_senders) != 0; ++spins) {
+    if (spins > 64) std::this_thread::yield();
+    v = direct.load(std::memory_order_acquire);
+  }
+}
+
+error grain_host_base::pre_start(actor_context& ctx) {
+  error e = activate(ctx.system(), ctx.self().cell());
+  if (e) {
+    // The cell destroys this host (and the directory link in it) when pre_start fails: leave
+    // the directory first (grain_directory::activator::start).
+    layer_of(ctx.system()).withdraw(ctx.self().cell());
+    if (activation_error_ != nullptr) *activation_error_ = e;
+  }
+  return e;
+}
+
+error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_stop) {
+  error e;
+  if (instance() != nullptr) {
+    const grain_identity id = identity_of(kind_, cell);
+    grain_props props(id, sys, *settings_, std::chrono::steady_clock::time_point::max(), this);
+    timers_stopped_ = true;  // on_deactivate may not start timers
+    stop_timers();
+    try {
+      e = instance()->on_deactivate(props);
+    } catch (...) {
+      e = caught("on_deactivate");
+    }
+    if (e) {
+      if (for_stop) layer_of(sys).report_deactivation_failure(id.str() + ": " + e.message());
+      cell->system()->log(log_level::warning, id.str(), "on_deactivate: " + e.message());
+    }
+    auto& events = sys.events();
+    if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
+  }
+  end_activation();
+  return e;
+}
+
+void grain_host_base::deactivate_for_stop(actor_system& sys, actor_cell* cell) {
+  grain_layer& layer = layer_of(sys);
+  if (layer.abandoned())
+    end_activation();
+  else
+    (void)deactivate(sys, cell, true);
+  (void)layer.leave(cell, false);
+}
+
+void grain_host_base::end_activation() noexcept {
+  close_direct();
+  timers_stopped_ = true;
+  stop_timers();
+  drop_instance();
+}
+
+grain_host_base::~grain_host_base() { delete timers_; }
+
+void grain_host_base::stop_timers() noexcept {
+  if (!timers_) return;
+  for (auto& [ref, sched] : timers_->entries) (void)sched.cancel();
+  delete std::exchange(timers_, nullptr);
+}
+
+void grain_host_base::post_stop(actor_context& ctx) {
+  // Normally the instance is gone by now (deactivated). It is still here when the cell was
+  // stopped some other way.
+  deactivate_for_stop(ctx.system(), ctx.self().cell());
+}
+
+void grain_host_base::receive(receive_context& ctx) {
+  actor_cell* const cell = context_access::receiver(ctx);
+  grain_layer& layer = layer_of(cell->system());
+
+  if (ctx.is<grain_shutdown_marker>()) {
+    deactivate_for_stop(ctx.system(), cell);
+    // Whatever is queued behind the marker was sent after the shutdown began: it is refused
+    // like a send that would activate (below, as it is reached), not handed to a new instance.
+    failing_ = errc::system_shutting_down;
+    end_if_drained(ctx, cell, layer);  // left the directory already: stops when drained
+    return;
+  }
+  if (ctx.is<grain_idle_check>()) {
+    if (instance() == nullptr) {
+      // A check of an ended activation (it can sit behind the shutdown marker): never a reason
+      // to activate, but it may be the last message, so it ends the activation like any other.
+      end_if_drained(ctx, cell, layer);
+      return;
+    }
+    const cell_extras* x = cell->extras_if_any();
+    const bool requests_in_flight = x != nullptr && !x->requests.empty();
+    if (handled_ != handled_at_arm_ || !cell->user_backlog_empty() || requests_in_flight) {
+      // Busy since the timer was armed, or waiting for a reply: wait a full period again.
+      handled_at_arm_ = handled_;
+      arm_idle_timer(cell, settings_->deactivate_after);
+      return;
+    }
+    (void)deactivate(ctx.system(), cell, false);
+    if (layer.leave(cell, true)) {
+      ctx.stop_self();
+      return;
+    }
+    // Something arrived during on_deactivate. The activation stays in the directory without
+    // an instance: the first user message it reaches activates a fresh one in place (below),
+    // so those messages reach a fresh activation in arrival order, while timer ticks of the
+    // ended activation are dropped and never activate it. Once the shutdown began nothing is
+    // activated: they are refused.
+    if (layer.closing()) failing_ = errc::system_shutting_down;
+    return;
+  }
+
+  if (auto* tick = ctx.get_if<grain_tick>()) {
+    // A timer tick: not counted against the mailbox capacity; activity only with keep_alive; a
+    // tick of an earlier activation (or one after deactivation) is dropped.
+    if (tick->generation != generation_ || instance() == nullptr || failing_) {
+      // A dormant activation (see the idle check) that had only ticks waiting goes now.
+      if (instance() == nullptr) end_if_drained(ctx, cell, layer);
+      return;
+    }
+    if (tick->keep_alive) ++handled_;
+    message inner = std::move(tick->inner);
+    ctx.message() = std::move(inner);
+    (void)run_on_receive(ctx, cell, false);
+    return;
+  }
+
+  // A user message.
+  if (mailbox_capacity_ != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
+  ++handled_;
+  if (!failing_ && instance() == nullptr) {
+    // Dormant since an idle deactivation: this message activates a fresh instance in place.
+    // A fresh activation starts from the kind's options, like one made by a new cell: the
+    // options of the call that created this cell belonged to the activation that just ended.
+    // Only the mailbox (and so its capacity) carries over.
+    if (layer.closing()) {
+      failing_ = errc::system_shutting_down;
+    } else {
+      settings_ = layer.settings_for_fresh(kind_, mailbox_capacity_);
+      if (error e = activate(ctx.system(), cell))
+        failing_ = e;
+      else
+        layer.count_activation();
+    }
+  }
+  if (failing_) {
+    // A failed reactivation, or the shutdown: every waiting message gets the error; then the
+    // activation goes.
+    const error why = failing_;
+    if (ctx.expects_reply())
+      ctx.reply_error(why);
+    else
+      cell->system()->dead_letter(ctx, why);
+    end_if_drained(ctx, cell, layer);
+    return;
+  }
+  const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;
+  const bool answered = run_on_receive(ctx, cell, acknowledged);
+  if (ctx.expects_reply() && !answered) ctx.reply_error(errc::no_reply);
+}
+
+bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged) {
+  grain_context g(ctx, *this, acknowledged);
+  try {
+    instance()->on_receive(g);
+  } catch (...) {
+    // No supervisor for grains: the caller gets the error and the grain keeps serving.
+    error e = caught("on_receive");
+    cell->system()->log(log_level::warning, cell->path(), e.message());  // path: kind/name
+    g.reply_error(std::move(e));
+  }
+  g.finish();
+  return g.answered();
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// grain_context
+
+grain_identity grain_context::self() const {
+  return detail::identity_of(host_.kind(), detail::context_access::receiver(env_));
+}
+
+void grain_context::ack() {
+  if (answered_) return;
+  answered_ = true;
+  env_.ack();
+}
+
+void grain_context::reply_error(error e) {
+  if (answered_) return;
+  answered_ = true;
+  if (!e) e = error(errc::handler_failed, "reply_error() without an error");
+  if (env_.expects_reply())
+    env_.reply_error(std::move(e));
+  else
+    detail::cell_system(detail::context_access::receiver(env_))->dead_letter(env_, e);
+}
+
+void grain_context::unhandled() {
+  if (answered_) return;
+  answered_ = true;
+  env_.unhandled();
+}
+
+result<pid> grain_context::lookup_actor(std::string_view name) const {
+  return env_.system().find(name);
+}
+
+error grain_context::tell_grain_message(const grain_identity& to, akt::message msg) {
+  grain_tell_options o;
+  o.one_way = true;
+  return detail::tell_grain_message(env_.system(), to, std::move(msg), o,
+                                    detail::context_access::receiver(env_));
+}
+
+}  // namespace akt

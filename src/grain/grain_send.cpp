@@ -1,0 +1,358 @@
+// The send paths of the grain layer: one-way and acknowledged tells, asks, requests from grains
+// and actors, pipes to grains, and a grain_ref's direct path (see grain_layer.hpp).
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "actor/cell_extras.hpp"
+#include "actor/name_registry.hpp"
+#include "akt/actor/detail/pipe.hpp"
+#include "akt/core/thread.hpp"
+#include "grain/grain_layer.hpp"
+
+namespace akt {
+namespace detail {
+
+namespace {
+
+// Takes a place in the activation's bounded mailbox (no-op when unbounded).
+error reserve(actor_cell* cell, const grain_identity& id) {
+  grain_host_base& host = grain_host_access::of(cell);
+  if (const std::size_t cap = grain_host_access::mailbox_capacity(host); cap != 0) {
+    auto& q = grain_host_access::queued(host);
+    if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
+      q.fetch_sub(1, std::memory_order_acq_rel);
+      return error(errc::mailbox_full,
+                   id.str() + " has " + std::to_string(cap) + " messages waiting");
+    }
+  }
+  return {};
+}
+
+// The activation for id (activating it if needed), with room reserved in a bounded mailbox.
+result<pid> reach(grain_layer& layer, const grain_identity& id) {
+  auto kind = layer.find_kind(id.kind);
+  if (!kind) return kind.error();
+  auto p = layer.acquire(*kind, id.name, nullptr);
+  if (!p) return p;
+  if (error e = reserve(p->cell(), id)) return e;
+  return p;
+}
+
+// An envelope to `to` holding msg.
+envelope* envelope_for(actor_cell* to, message msg) {
+  envelope* env = acquire_envelope(to);
+  fill(env, std::move(msg));
+  return env;
+}
+envelope* envelope_for(const pid& to, message msg) {
+  return envelope_for(to.cell(), std::move(msg));
+}
+
+// Publishes a message refused before its enqueue as a dead letter naming the grain: always for
+// a full mailbox, and for every refusal with publish_all (senders that cannot report an error,
+// like timers).
+void publish_refused(system_core* core, message& msg, actor_cell* sender, const grain_identity& id,
+                     const error& e, bool publish_all = false) {
+  if (!publish_all && e.code() != errc::mailbox_full) return;
+  core->dead_letter(std::move(msg), pid::share(sender), pid(),
+                    error(e.code(), id.str() + ": " + e.message()));
+}
+
+// The activation for id and an envelope to it holding msg. A message refused later (at
+// delivery) keeps its reservation: such refusals come only from a closing activation, whose
+// counter goes with it.
+result<std::pair<pid, envelope*>> address(system_core* core, const grain_identity& id, message msg,
+                                          actor_cell* sender) {
+  auto p = reach(layer_of(core), id);
+  if (!p) {
+    publish_refused(core, msg, sender, id, p.error());
+    return p.error();
+  }
+  envelope* env = envelope_for(*p, std::move(msg));
+  return std::make_pair(std::move(*p), env);
+}
+
+// A one-way tell: the message goes into the mailbox while the directory holds the activation
+// (under its shard lock), so a send costs no reference count traffic on the grain's cell; only
+// a refusal (a closing cell) is delivered outside the lock, where its dead letter is published.
+// publish_all: see publish_refused. Without may_activate (a runtime thread that must not run
+// on_activate: the timer thread) a delivery that needs an activation moves to the blocking pool.
+// With a route (a grain_ref's), the activation it reached is remembered when it is open for
+// direct sends.
+error tell_one_way(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
+                   bool publish_all = false, bool may_activate = true,
+                   grain_route* route = nullptr) {
+  grain_layer& layer = layer_of(core);
+  auto kind = layer.find_kind(id.kind);
+  struct enqueue final : grain_directory::visitor {
+    const grain_identity& id;
+    message& msg;
+    actor_cell* sender;
+    grain_route* route;
+    receive_context* refused = nullptr;  // to deliver (and be refused) outside the lock
+    pid refused_by;
+    enqueue(const grain_identity& i, message& m, actor_cell* s, grain_route* r)
+        : id(i), msg(m), sender(s), route(r) {}
+    error visit(actor_cell* cell) override {
+      if (error e = reserve(cell, id)) return e;
+      auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+      if (sender != nullptr) {
+        sender->add_ref();
+        context_access::sender(*env) = sender;
+      }
+      if (route != nullptr) remember(cell);
+      if (cell->deliver_if_open(env)) return {};
+      refused = env;
+      refused_by = pid::share(cell);
+      return {};
+    }
+    // Under the directory's lock: the host is alive.
+    void remember(actor_cell* cell) {
+      std::atomic<std::uint64_t>& direct = grain_host_access::direct(grain_host_access::of(cell));
+      const std::uint64_t d = direct.load(std::memory_order_acquire);
+      if ((d & k_direct_closed) != 0) {
+        route->cell = pid();  // dormant or ending: ask the directory next time too
+        return;
+      }
+      if (route->cell.cell() != cell) route->cell = pid::share(cell);
+      route->direct = &direct;
+      route->generation = static_cast<std::uint32_t>(d >> 32);
+    }
+  } v(id, msg, sender, route);
+  error e = kind ? layer.visit(*kind, id.name, nullptr, v, may_activate) : kind.error();
+  if (e == k_not_active) {  // without may_activate only; msg is untouched
+    auto task = [core, id, publish_all, m = std::make_shared<message>(std::move(msg))] {
+      (void)tell_one_way(core, id, std::move(*m), nullptr, publish_all);
+    };
+    if (core->blocking_.submit(std::move(task))) return {};
+    e = errc::system_shutting_down;
+  }
+  if (e) {
+    publish_refused(core, msg, sender, id, e, publish_all);
+    return e;
+  }
+  if (v.refused != nullptr) return v.refused_by.cell()->deliver(v.refused);
+  return {};
+}
+
+// The fast path of a grain_ref's one-way tell: straight into route's activation while it is open
+// for direct sends under route's generation (no directory lookup, no lock). False when the route
+// is empty or stale (nothing was sent; msg is untouched); true when sent or refused (`out`).
+bool direct_send(const grain_identity& id, message& msg, grain_route& route, actor_cell* sender,
+                 error& out) {
+  actor_cell* const cell = route.cell.cell();
+  if (cell == nullptr) return false;
+  // Not through the host: it may be gone (the cell stopped); the word is the cell's.
+  std::atomic<std::uint64_t>& direct = *route.direct;
+  const std::uint64_t d = direct.fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) != 0 || static_cast<std::uint32_t>(d >> 32) != route.generation) {
+    direct.fetch_sub(1, std::memory_order_release);
+    route.cell = pid();
+    return false;
+  }
+  receive_context* refused = nullptr;
+  out = reserve(cell, id);
+  if (!out) {
+    auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+    if (sender != nullptr) {
+      sender->add_ref();
+      context_access::sender(*env) = sender;
+    }
+    if (!cell->deliver_if_open(env)) refused = env;
+  }
+  // Release: the enqueue above is in the mailbox before close_direct sees this sender leave.
+  direct.fetch_sub(1, std::memory_order_release);
+  if (out) {
+    publish_refused(cell->system(), msg, sender, id, out);
+  } else if (refused != nullptr) {
+    out = cell->deliver(refused);  // a closed cell: refused, with its dead letter
+  }
+  return true;
+}
+}  // namespace
+
+// Delivers a timer's or a pipe's message to a grain: every refusal is published, and
+// on_activate never runs on the timer thread.
+error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
+  return tell_one_way(core, id, std::move(msg), nullptr, true, false);
+}
+
+result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                                  std::chrono::nanoseconds timeout) {
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (!may_wait_for_reply()) return errc::blocking_on_worker;
+  auto a = address(sys.core(), id, std::move(msg), nullptr);
+  if (!a) return a.error();
+  return ask(a->first.cell(), a->second, timeout);
+}
+
+error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                         const grain_tell_options& opts, actor_cell* sender) {
+  if (opts.one_way) return tell_one_way(sys.core(), id, std::move(msg), sender);
+  if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (on_worker_thread()) return errc::blocking_on_worker;
+  auto a = address(sys.core(), id, std::move(msg), sender);
+  if (!a) return a.error();
+  result<message> r =
+      ask(a->first.cell(), a->second, opts.timeout, envelope::flag_grain_ack, false);
+  return r ? error() : r.error();
+}
+
+result<message> ask_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
+                               message msg, std::chrono::nanoseconds timeout) {
+  actor_cell* self = context_access::receiver(env);
+  system_core* core = self->system();
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (core->dispatcher_.manual()) {
+    return error(errc::blocking_on_worker,
+                 "a blocking ask from a grain in the deterministic mode (use request_grain)");
+  }
+  actor_cell* to = nullptr;
+  envelope* e = nullptr;
+  pid target;
+  if (grain != nullptr) {
+    if (grain->str() == self->path())
+      return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
+    auto a = address(core, *grain, std::move(msg), self);
+    if (!a) return a.error();
+    target = std::move(a->first);
+    e = a->second;
+  } else {
+    if (actor == nullptr || !*actor) return errc::empty_pid;
+    if (actor->cell() == self)
+      return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
+    target = *actor;
+    e = envelope_for(target, std::move(msg));
+  }
+  to = target.cell();
+  // The wait is bounded by timeout: allowed on this worker for this one call.
+  const bool before = std::exchange(bounded_wait_allowed, true);
+  result<message> r = ask(to, e, timeout);
+  bounded_wait_allowed = before;
+  return r;
+}
+
+error pipe_from_grain(receive_context& env, const grain_identity* grain, const pid* actor,
+                      piped_task task, std::chrono::nanoseconds timeout) {
+  actor_cell* self = context_access::receiver(env);
+  system_core* core = self->system();
+  if (grain == nullptr) {
+    if (actor == nullptr || !*actor) return errc::empty_pid;
+    return pipe_through(core, self, *actor, nullptr, std::move(task), timeout);
+  }
+  if (error e = validate_actor_name(grain->name)) return e;
+  pipe_sink sink = [core, id = *grain](message m) {
+    (void)deliver_from_runtime(core, id, std::move(m));
+  };
+  return pipe_through(core, self, pid(), std::move(sink), std::move(task), timeout);
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// grain_context: requests and deferred answers
+
+request_handle grain_context::request_message(const grain_identity* grain, const pid* actor,
+                                              akt::message msg, detail::grain_continuation then,
+                                              const grain_request_options& options, error refused) {
+  using namespace detail;
+  grain_host_base* host = &host_;
+  auto continuation = [host, then = std::move(then)](receive_context& rc,
+                                                     result<akt::message> reply) mutable {
+    // The activation that made the request is gone (a shutdown deactivated it): nobody to
+    // continue; the reply is dropped with it.
+    if (!grain_host_access::serving(*host)) return;
+    grain_context g(rc, *host, false);
+    try {
+      then(g, std::move(reply));
+    } catch (...) {
+      actor_cell* c = context_access::receiver(rc);
+      c->system()->log(log_level::warning, c->path(), caught("a request's continuation").message());
+    }
+    g.finish();
+  };
+  // A refusal made here reaches the continuation too (on a later turn), like every outcome.
+  auto refuse = [&](error why) {
+    return context_access::refuse_request(env_, std::move(continuation), std::move(why));
+  };
+  if (refused) return refuse(std::move(refused));
+  const grain_reentrancy policy = host_.reentrancy();
+  if (policy.mode == reentrancy_mode::off) {
+    return refuse(error(errc::reentrancy_disabled,
+                        "enable reentrancy on the grain kind, or with ctx.enable_reentrancy"));
+  }
+  const reentrancy_mode mode = options.mode.value_or(policy.mode);
+  if (mode == reentrancy_mode::off) {
+    return refuse(error(errc::reentrancy_disabled, "a request with its mode set to off"));
+  }
+  actor_cell* self = context_access::receiver(env_);
+  if (policy.max_in_flight != 0) {
+    const cell_extras* x = self->extras_if_any();
+    if (x != nullptr && x->requests.size() >= policy.max_in_flight) {
+      return refuse(error(errc::reentrancy_in_flight_limit,
+                          std::to_string(policy.max_in_flight) + " requests already in flight"));
+    }
+  }
+  pid to;
+  if (grain != nullptr) {
+    auto p = reach(layer_of(self->system()), *grain);
+    if (!p) {
+      publish_refused(self->system(), msg, self, *grain, p.error());
+      return refuse(p.error());
+    }
+    to = std::move(*p);
+  } else {
+    if (actor == nullptr || !*actor) return refuse(errc::empty_pid);
+    to = *actor;
+  }
+  request_options ro;
+  ro.stash_others = mode == reentrancy_mode::stash_non_reentrant;
+  return env_.request<akt::message>(to, std::move(msg), options.timeout, std::move(continuation),
+                                    ro);
+}
+
+void grain_context::enable_reentrancy(grain_reentrancy r) {
+  if (r.mode == reentrancy_mode::off) r.mode = reentrancy_mode::allow_all;
+  host_.set_reentrancy(r);
+}
+
+void grain_context::disable_reentrancy() { host_.set_reentrancy({reentrancy_mode::off, 0}); }
+
+reply_handle grain_context::defer_reply() {
+  reply_handle r = env_.defer_reply();
+  r.ack_only_ = acknowledged_;
+  if (acknowledged_) r.deadline_ns_ = 0;  // a tell has no deadline (see deadline())
+  r.grain_ = std::string(detail::context_access::receiver(env_)->path());  // kind/name
+  answered_ = true;  // the answer now belongs to the handle
+  return r;
+}
+
+namespace detail {
+
+error check_grain_name(std::string_view name) { return validate_actor_name(name); }
+
+error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, grain_route& route,
+                     actor_cell* sender) {
+  error out;
+  if (direct_send(id, msg, route, sender, out)) return out;
+  return tell_one_way(sys.core(), id, std::move(msg), sender, false, true, &route);
+}
+
+request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,
+                                        std::chrono::nanoseconds timeout, continuation then,
+                                        request_options options) {
+  actor_cell* self = context_access::receiver(ctx);
+  auto p = reach(layer_of(self->system()), id);
+  if (!p) {
+    publish_refused(self->system(), msg, self, id, p.error());
+    return context_access::refuse_request(ctx, std::move(then), p.error());
+  }
+  return ctx.request<message>(*p, std::move(msg), timeout, std::move(then), options);
+}
+
+}  // namespace detail
+
+}  // namespace akt
