@@ -1,0 +1,200 @@
+#pragma once
+// What akt_bench's files share: the messages and actors of the local shapes, the benchmark's
+// actor system, the counters every messaging benchmark reports, and the pairwise tell and
+// round-trip drivers (so that actor and grain shapes are measured alike).
+//
+// Every messaging benchmark is timed until the receivers have processed every message sent in
+// the timed region (not until the last enqueue), uses wall-clock time, reports items_per_second
+// and allocs_per_msg (heap allocations through any form of operator new during the timed region,
+// divided by the messages of that region). The actor system is created once per benchmark run,
+// outside the timed region, and warmed up before timing.
+
+#include <benchmark/benchmark.h>
+
+#include <akt/akt.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+
+namespace akt_bench {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr auto k_ask_timeout = std::chrono::seconds(5);
+
+// ---- messages and actors ----
+
+struct ping {
+  long n;
+};
+
+// Counts every ping it processes into a completion.
+struct counting_sink final : akt::actor {
+  explicit counting_sink(completion* c) noexcept : done(c) {}
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.get_if<ping>() != nullptr) done->note();
+  }
+  completion* done;
+};
+
+// Answers every ask with 1L.
+struct echo final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    if (ctx.expects_reply()) ctx.reply(1L);
+  }
+};
+
+// ---- helpers ----
+
+// An actor system for one benchmark run: started on construction, stopped on destruction.
+struct bench_system {
+  akt::actor_system sys;
+  bool ok = true;
+  explicit bench_system(benchmark::State& state) : sys("bench", akt::system_config{}) {
+    if (auto r = sys.start(); !r) {
+      state.SkipWithError(("start failed: " + r.error().message()).c_str());
+      ok = false;
+    }
+  }
+  ~bench_system() { (void)sys.stop(); }
+  bench_system(const bench_system&) = delete;
+  bench_system& operator=(const bench_system&) = delete;
+};
+
+template <class T, class... Args>
+akt::pid spawn_or_fail(benchmark::State& state, akt::actor_system& sys, const std::string& name,
+                       Args&&... args) {
+  auto r = sys.template spawn<T>(name, std::forward<Args>(args)...);
+  if (!r) {
+    state.SkipWithError(("spawn failed: " + r.error().message()).c_str());
+    return {};
+  }
+  return std::move(*r);
+}
+
+// Tells n pings and waits until the receiver has processed them (a warm-up).
+inline bool warm_up_tells(const akt::pid& to, completion& done, std::uint64_t n) {
+  const std::uint64_t base = done.count();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (to.tell(ping{static_cast<long>(i)})) return false;
+  }
+  done.wait_for(base + n);
+  return true;
+}
+
+// Spins briefly, then yields: the wait of a window-limited producer.
+class backoff {
+ public:
+  void pause() noexcept {
+    if (++spins_ < 64) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  void reset() noexcept { spins_ = 0; }
+
+ private:
+  int spins_ = 0;
+};
+
+// Counters every messaging benchmark reports.
+struct region {
+  std::uint64_t allocs0;
+  akt::system_stats stats0;
+  explicit region(const akt::actor_system* sys)
+      : allocs0(allocation_count()), stats0(sys ? sys->stats() : akt::system_stats{}) {}
+
+  void report(benchmark::State& state, const akt::actor_system* sys, std::uint64_t messages,
+              std::uint64_t items) const {
+    const std::uint64_t allocs = allocation_count() - allocs0;
+    state.SetItemsProcessed(static_cast<std::int64_t>(items));
+    const double m = messages == 0 ? 1.0 : static_cast<double>(messages);
+    state.counters["allocs_per_msg"] = static_cast<double>(allocs) / m;
+    if (sys != nullptr) {
+      const akt::system_stats s = sys->stats();
+      state.counters["turns_per_msg"] = static_cast<double>(s.turns - stats0.turns) / m;
+      state.counters["parks"] = static_cast<double>(s.parks - stats0.parks);
+    }
+  }
+};
+
+// The pairwise tell shape (TellPairwise, GrainTellOneWayPairwise): messages per producer per
+// round.
+constexpr std::uint64_t k_pair_batch = 20000;
+
+// Times rounds of the pairwise tell shape: n producer threads each call send(i, k) for
+// k < k_pair_batch (true = the send failed); a round ends when every receiver i has counted its
+// share on done[i]. Shared by TellPairwise and GrainTellOneWayPairwise so both measure alike.
+template <class Send>
+void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, completion* done,
+                        Send send) {
+  std::atomic<std::uint64_t> failures{0};
+  thread_team producers(n, [&](unsigned i) {
+    for (std::uint64_t k = 0; k < k_pair_batch; ++k) {
+      if (send(i, k)) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::uint64_t rounds = 0;
+  auto run = [&]() -> bool {
+    producers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) return false;
+    ++rounds;
+    for (unsigned i = 0; i < n; ++i) done[i].wait_for(rounds * k_pair_batch);
+    return true;
+  };
+  if (!run()) return state.SkipWithError("warm-up send failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (!run()) {
+      state.SkipWithError("send failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t msgs = timed_rounds * k_pair_batch * n;
+  r.report(state, &bs.sys, msgs, msgs);
+  state.counters["pairs"] = n;
+}
+
+// The pairwise round-trip shape (AskPairwise, the grain round trips): calls per caller per round.
+constexpr std::uint64_t k_ask_batch = 2000;
+
+// Times rounds of the pairwise round-trip shape: n caller threads each make k_ask_batch
+// sequential calls call(i, k) (true = the call failed). Shared by AskPairwise and the grain
+// round trips so all measure alike.
+template <class Call>
+void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call) {
+  std::atomic<std::uint64_t> failures{0};
+  thread_team callers(n, [&](unsigned i) {
+    for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
+      if (call(i, k)) failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  callers.run_round();  // warm-up
+  if (failures.load() != 0) return state.SkipWithError("warm-up call failed");
+
+  std::uint64_t timed_rounds = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    callers.run_round();
+    if (failures.load(std::memory_order_relaxed) != 0) {
+      state.SkipWithError("call failed");
+      break;
+    }
+    ++timed_rounds;
+  }
+  const std::uint64_t calls = timed_rounds * k_ask_batch * n;
+  r.report(state, &bs.sys, calls, calls);
+  state.counters["pairs"] = n;
+}
+
+}  // namespace akt_bench
