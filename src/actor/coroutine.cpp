@@ -25,9 +25,9 @@ void resume_on_turn(frame_ref ref, std::coroutine_handle<> leaf) {
   if (failure) std::rethrow_exception(failure);
 }
 
-void coroutine_request(receive_context& turn, const pid& to, envelope* env,
+void coroutine_request(receive_context& turn, const pid& to, envelope_ptr env,
                        std::chrono::nanoseconds timeout, continuation then, bool stash_others) {
-  (void)context_access::request(turn, to, env, timeout, std::move(then),
+  (void)context_access::request(turn, to, std::move(env), timeout, std::move(then),
                                 request_options{.stash_others = stash_others});
 }
 

@@ -34,9 +34,7 @@ void deliver(const piped& p, message msg) {
     p.sink(std::move(msg));
     return;
   }
-  envelope* env = acquire_envelope(p.to.cell());
-  env->payload() = std::move(msg);
-  (void)detail::deliver(p.from.cell(), p.to.cell(), env);
+  (void)detail::deliver(p.from.cell(), p.to.cell(), make_envelope(p.to.cell(), std::move(msg)));
 }
 
 }  // namespace

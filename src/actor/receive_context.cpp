@@ -78,9 +78,7 @@ void receive_context::reply_message(akt::message value) {
     return;
   }
   if (sender_ != nullptr) {
-    envelope* env = detail::acquire_envelope(sender_);
-    env->payload() = std::move(value);
-    (void)detail::deliver(receiver_, sender_, env);
+    (void)detail::deliver(receiver_, sender_, detail::make_envelope(sender_, std::move(value)));
     return;
   }
   // Nobody to reply to.
@@ -168,9 +166,8 @@ void reply_handle::reply_message(akt::message value) {
     return;
   }
   if (sender_) {
-    envelope* env = detail::acquire_envelope(sender_.cell());
-    env->payload() = std::move(value);
-    (void)detail::deliver(self_.cell(), sender_.cell(), env);
+    (void)detail::deliver(self_.cell(), sender_.cell(),
+                          detail::make_envelope(sender_.cell(), std::move(value)));
     return;
   }
   sys->dead_letter(std::move(value), self_, pid(), errc::empty_pid);
@@ -330,7 +327,7 @@ class request_route final : public detail::reply_route {
 };
 }  // namespace
 
-request_handle receive_context::request_erased(const pid& to, envelope* e,
+request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
                                                std::chrono::nanoseconds timeout,
                                                detail::continuation then, request_options options,
                                                error refused) {
@@ -346,7 +343,8 @@ request_handle receive_context::request_erased(const pid& to, envelope* e,
     self_cell->post_system(detail::request_reply{id, refused});
     return request_handle(self_cell, id, std::move(refused));
   }
-  auto* env = static_cast<receive_context*>(e);
+  // Owned by e until delivered: a throw from here (allocations) recycles it.
+  auto* env = static_cast<receive_context*>(e.get());
   env->reply_ = new request_route(self(), id);
   env->reply_closed_ = false;
   env->flags_ |= flag_ask;
@@ -359,7 +357,8 @@ request_handle receive_context::request_erased(const pid& to, envelope* e,
   }
   self_cell->add_ref();
   env->sender_ = self_cell;
-  (void)to.cell()->deliver(env);  // a refusal completes the route with its reason
+  (void)to.cell()->deliver(static_cast<receive_context*>(e.release()));  // a refusal
+                                                                         // completes the route
   return request_handle(self_cell, id);
 }
 
@@ -417,8 +416,8 @@ envelope* acquire_envelope(actor_cell* to) {
   return envelope_pool_of(home).get(home);
 }
 
-error deliver(actor_cell* from, actor_cell* to, envelope* e) noexcept {
-  auto* env = static_cast<receive_context*>(e);
+error deliver(actor_cell* from, actor_cell* to, envelope_ptr e) noexcept {
+  auto* env = static_cast<receive_context*>(e.release());
   if (from != nullptr) {
     from->add_ref();
     context_access::sender(*env) = from;
@@ -426,9 +425,9 @@ error deliver(actor_cell* from, actor_cell* to, envelope* e) noexcept {
   return to->deliver(env);
 }
 
-result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeout,
+result<message> ask(actor_cell* to, envelope_ptr e, std::chrono::nanoseconds timeout,
                     std::uint32_t extra_flags, bool deadline_travels) {
-  auto* env = static_cast<receive_context*>(e);
+  auto* env = static_cast<receive_context*>(e.get());  // e owns it until the delivery
   context_access::receiver(*env) = to;
   error refusal;
   if (timeout <= std::chrono::nanoseconds::zero())
@@ -437,8 +436,7 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
     refusal = errc::blocking_on_worker;
   if (refusal) {
     to->system()->dead_letter(*env, refusal);
-    recycle(env);
-    return refusal;
+    return refusal;  // e recycles the envelope
   }
   // A grain's acknowledged tell takes its slot from the ack-slot pool, on its envelope's shard
   // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
@@ -453,7 +451,8 @@ result<message> ask(actor_cell* to, envelope* e, std::chrono::nanoseconds timeou
     context_access::deadline(*env) = to->system()->timers_.now_ns() + timeout.count();
     context_access::flags(*env) |= envelope::flag_has_deadline;
   }
-  (void)to->deliver(env);  // a refusal completes the slot with its reason
+  (void)to->deliver(static_cast<receive_context*>(e.release()));  // a refusal completes
+                                                                  // the slot with its reason
   dispatcher& d = to->system()->dispatcher_;
   if (d.manual()) {
     // Deterministic mode: nobody else runs turns, so the asker does, until the reply is there.
@@ -481,12 +480,11 @@ std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& ms
   if (timeout <= std::chrono::nanoseconds::zero() || on_worker_thread()) {
     const errc why = on_worker_thread() ? errc::blocking_on_worker : errc::invalid_timeout;
     for (auto& m : msgs) {
-      auto* env = static_cast<receive_context*>(acquire_envelope(to));
-      env->message() = std::move(m);
+      envelope_ptr e = make_envelope(to, std::move(m));
+      auto* env = static_cast<receive_context*>(e.get());
       context_access::receiver(*env) = to;
       to->system()->dead_letter(*env, why);
-      recycle(env);
-      out.emplace_back(why);
+      out.emplace_back(why);  // e recycles the envelope
     }
     return out;
   }
@@ -494,16 +492,17 @@ std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& ms
   std::vector<reply_slot*> slots;
   slots.reserve(msgs.size());
   for (auto& m : msgs) {
-    auto* env = static_cast<receive_context*>(acquire_envelope(to));
-    env->message() = std::move(m);
-    auto* slot = new reply_slot();
-    slots.push_back(slot);
+    envelope_ptr e = make_envelope(to, std::move(m));
+    auto* env = static_cast<receive_context*>(e.get());
+    auto slot_owner = std::make_unique<reply_slot>();
+    slots.push_back(slot_owner.get());
+    reply_slot* slot = slot_owner.release();
     context_access::receiver(*env) = to;
     context_access::reply(*env) = slot;
     context_access::reply_closed(*env) = false;
     context_access::deadline(*env) = to->system()->timers_.now_ns() + timeout.count();
     context_access::flags(*env) |= envelope::flag_has_deadline | envelope::flag_ask;
-    (void)to->deliver(env);
+    (void)to->deliver(static_cast<receive_context*>(e.release()));
   }
   for (reply_slot* slot : slots) {
     bool abandoned = false;

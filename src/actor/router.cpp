@@ -260,9 +260,8 @@ void router_actor::to_all(receive_context& ctx) {
   actor_cell* sender = context_access::sender(ctx);
   for (std::size_t i = 0; i < last; ++i) {
     if (!routees_[i].alive()) continue;
-    envelope* env = acquire_envelope(routees_[i].cell());
-    env->payload() = std::move(*ctx.message().try_clone());
-    (void)deliver(sender, routees_[i].cell(), env);
+    actor_cell* to = routees_[i].cell();
+    (void)deliver(sender, to, make_envelope(to, std::move(*ctx.message().try_clone())));
   }
   (void)ctx.forward(routees_[last]);
 }

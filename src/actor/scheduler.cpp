@@ -153,9 +153,8 @@ void scheduler::deliver(schedule_state& s, message msg) {
   if (s.sink) {
     e = s.sink(std::move(msg));  // the sink publishes what it cannot deliver
   } else {
-    envelope* env = acquire_envelope(s.target.cell());
-    env->payload() = std::move(msg);
-    e = detail::deliver(s.sender.cell(), s.target.cell(), env);
+    e = detail::deliver(s.sender.cell(), s.target.cell(),
+                        make_envelope(s.target.cell(), std::move(msg)));
   }
   // A stopped target will never take another fire: end a repeating schedule to it.
   if (e == errc::dead && s.kind != schedule_kind::once) cancel(s);

@@ -92,10 +92,10 @@ struct context_access {
     return c.request_erased(pid(), nullptr, std::chrono::nanoseconds::zero(), std::move(then),
                             request_options{}, std::move(why));
   }
-  static request_handle request(receive_context& c, const pid& to, envelope* e,
+  static request_handle request(receive_context& c, const pid& to, envelope_ptr e,
                                 std::chrono::nanoseconds timeout, continuation then,
                                 request_options options) {
-    return c.request_erased(to, e, timeout, std::move(then), options);
+    return c.request_erased(to, std::move(e), timeout, std::move(then), options);
   }
 };
 

@@ -107,9 +107,8 @@ result<std::size_t> topics::publish(std::string_view topic, const message& msg, 
       stopped.push_back(to.cell());
       continue;
     }
-    envelope* env = detail::acquire_envelope(to.cell());
-    env->payload() = std::move(*msg.try_clone());
-    const error err = detail::deliver(sender.cell(), to.cell(), env);
+    const error err = detail::deliver(
+        sender.cell(), to.cell(), detail::make_envelope(to.cell(), std::move(*msg.try_clone())));
     if (!err) {
       ++delivered;
     } else if (err == errc::dead) {

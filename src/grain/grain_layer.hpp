@@ -294,9 +294,7 @@ class grain_layer final : public system_extension {
   pid find_active(std::string_view key) { return directory_->find(key); }
 
   void post_marker(actor_cell* c) {
-    envelope* env = acquire_envelope(c);
-    fill(env, grain_shutdown_marker{});
-    (void)detail::deliver(nullptr, c, env);
+    (void)detail::deliver(nullptr, c, make_envelope(c, grain_shutdown_marker{}));
   }
 
   system_core* core() const noexcept { return core_; }

@@ -41,14 +41,10 @@ result<pid> reach(grain_layer& layer, const grain_identity& id) {
   return p;
 }
 
-// An envelope to `to` holding msg.
-envelope* envelope_for(actor_cell* to, message msg) {
-  envelope* env = acquire_envelope(to);
-  fill(env, std::move(msg));
-  return env;
-}
-envelope* envelope_for(const pid& to, message msg) {
-  return envelope_for(to.cell(), std::move(msg));
+// An envelope to `to` holding msg (owned until it is delivered).
+envelope_ptr envelope_for(actor_cell* to, message msg) { return make_envelope(to, std::move(msg)); }
+envelope_ptr envelope_for(const pid& to, message msg) {
+  return make_envelope(to.cell(), std::move(msg));
 }
 
 // Publishes a message refused before its enqueue as a dead letter naming the grain: always for
@@ -64,15 +60,15 @@ void publish_refused(system_core* core, message& msg, actor_cell* sender, const 
 // The activation for id and an envelope to it holding msg. A message refused later (at
 // delivery) keeps its reservation: such refusals come only from a closing activation, whose
 // counter goes with it.
-result<std::pair<pid, envelope*>> address(system_core* core, const grain_identity& id, message msg,
-                                          actor_cell* sender) {
+result<std::pair<pid, envelope_ptr>> address(system_core* core, const grain_identity& id,
+                                             message msg, actor_cell* sender) {
   auto p = reach(layer_of(core), id);
   if (!p) {
     publish_refused(core, msg, sender, id, p.error());
     return p.error();
   }
-  envelope* env = envelope_for(*p, std::move(msg));
-  return std::make_pair(std::move(*p), env);
+  envelope_ptr env = envelope_for(*p, std::move(msg));
+  return std::make_pair(std::move(*p), std::move(env));
 }
 
 // A one-way tell: the message goes into the mailbox while the directory holds the activation
@@ -98,7 +94,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
         : id(i), msg(m), sender(s), route(r) {}
     error visit(actor_cell* cell) override {
       if (error e = reserve(cell, id)) return e;
-      auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+      auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)).release());
       if (sender != nullptr) {
         sender->add_ref();
         context_access::sender(*env) = sender;
@@ -156,7 +152,7 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
   receive_context* refused = nullptr;
   out = reserve(cell, id);
   if (!out) {
-    auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)));
+    auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)).release());
     if (sender != nullptr) {
       sender->add_ref();
       context_access::sender(*env) = sender;
@@ -186,7 +182,7 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
   if (!may_wait_for_reply()) return errc::blocking_on_worker;
   auto a = address(sys.core(), id, std::move(msg), nullptr);
   if (!a) return a.error();
-  return ask(a->first.cell(), a->second, timeout);
+  return ask(a->first.cell(), std::move(a->second), timeout);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
@@ -197,7 +193,7 @@ error tell_grain_message(actor_system& sys, const grain_identity& id, message ms
   auto a = address(sys.core(), id, std::move(msg), sender);
   if (!a) return a.error();
   result<message> r =
-      ask(a->first.cell(), a->second, opts.timeout, envelope::flag_grain_ack, false);
+      ask(a->first.cell(), std::move(a->second), opts.timeout, envelope::flag_grain_ack, false);
   return r ? error() : r.error();
 }
 
@@ -211,7 +207,7 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
                  "a blocking ask from a grain in the deterministic mode (use request_grain)");
   }
   actor_cell* to = nullptr;
-  envelope* e = nullptr;
+  envelope_ptr e;
   pid target;
   if (grain != nullptr) {
     if (grain->str() == self->path())
@@ -219,7 +215,7 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
     auto a = address(core, *grain, std::move(msg), self);
     if (!a) return a.error();
     target = std::move(a->first);
-    e = a->second;
+    e = std::move(a->second);
   } else {
     if (actor == nullptr || !*actor) return errc::empty_pid;
     if (actor->cell() == self)
@@ -230,7 +226,7 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
   to = target.cell();
   // The wait is bounded by timeout: allowed on this worker for this one call.
   const bool before = std::exchange(bounded_wait_allowed, true);
-  result<message> r = ask(to, e, timeout);
+  result<message> r = ask(to, std::move(e), timeout);
   bounded_wait_allowed = before;
   return r;
 }

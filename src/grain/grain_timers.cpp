@@ -46,9 +46,8 @@ result<std::string> grain_timer(grain_host_base* host, message msg, const timer_
   // keeps the cell while the timer lives, and stop_timers cancels it on deactivation.
   target.sink = [to = pid::share(cell), generation = grain_host_access::generation(*host),
                  keep = options.keep_alive](message m) {
-    envelope* env = acquire_envelope(to.cell());
-    env->payload().emplace<grain_tick>(grain_tick{generation, keep, std::move(m)});
-    return deliver(nullptr, to.cell(), env);
+    return deliver(nullptr, to.cell(),
+                   make_envelope(to.cell(), grain_tick{generation, keep, std::move(m)}));
   };
   result<schedule_ref> r = schedule(core->scheduler_, std::move(target), std::move(msg), spec);
   if (!r) return r.error();

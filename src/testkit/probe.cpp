@@ -145,9 +145,8 @@ error probe::unwatch(const pid& target) {
 error probe::send(const pid& to, message msg) {
   if (start_error_) return start_error_;
   if (!to) return errc::empty_pid;
-  envelope* env = akt::detail::acquire_envelope(to.cell());
-  env->payload() = std::move(msg);
-  return akt::detail::deliver(self_.cell(), to.cell(), env);
+  return akt::detail::deliver(self_.cell(), to.cell(),
+                              akt::detail::make_envelope(to.cell(), std::move(msg)));
 }
 
 error probe::reply(message msg) {

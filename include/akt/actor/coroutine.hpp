@@ -173,8 +173,8 @@ promise_base* root_of(std::coroutine_handle<P> h) noexcept {
 void resume_on_turn(frame_ref ref, std::coroutine_handle<> leaf);
 
 // receive_context::request with an envelope ask() filled already, so that the awaitable holds
-// only pointers, the target and the result. env may be null (an empty pid).
-void coroutine_request(receive_context& turn, const pid& to, envelope* env,
+// only the envelope, the target and the result. env may be null (an empty pid).
+void coroutine_request(receive_context& turn, const pid& to, envelope_ptr env,
                        std::chrono::nanoseconds timeout, continuation then, bool stash_others);
 
 // A request entry without a target that completes (errc::request_timeout) after `delay`; its
@@ -332,25 +332,19 @@ template <class R>
 class [[nodiscard]] ask_awaitable {
  public:
   using akt_turn_awaitable = void;
-  ask_awaitable(async_context* ctx, const pid& to, envelope* env,
+  // An awaitable that is never awaited recycles its envelope (env_'s deleter).
+  ask_awaitable(async_context* ctx, const pid& to, envelope_ptr env,
                 std::chrono::nanoseconds timeout) noexcept
-      : ctx_(ctx), to_(to), env_(env), timeout_(timeout) {}
-  ask_awaitable(ask_awaitable&& o) noexcept
-      : ctx_(o.ctx_),
-        to_(std::move(o.to_)),
-        env_(std::exchange(o.env_, nullptr)),
-        timeout_(o.timeout_) {}
+      : ctx_(ctx), to_(to), env_(std::move(env)), timeout_(timeout) {}
+  ask_awaitable(ask_awaitable&& o) noexcept = default;
   ask_awaitable& operator=(ask_awaitable&&) = delete;
-  ~ask_awaitable() {
-    if (env_ != nullptr) recycle(env_);  // never awaited
-  }
 
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) {
     leaf_ = h;
     detail::coroutine_request(
-        *ctx_->turn_, to_, std::exchange(env_, nullptr), timeout_,
+        *ctx_->turn_, to_, std::move(env_), timeout_,
         [this, ref = detail::frame_ref(detail::root_of(h))](receive_context& c,
                                                             result<akt::message> reply) mutable {
           ctx_->turn_ = &c;
@@ -364,7 +358,7 @@ class [[nodiscard]] ask_awaitable {
  private:
   async_context* ctx_;
   pid to_;
-  envelope* env_;
+  envelope_ptr env_;
   std::chrono::nanoseconds timeout_;
   std::coroutine_handle<> leaf_;
   std::optional<result<R>> result_;
@@ -399,9 +393,8 @@ class [[nodiscard]] delay_awaitable {
 
 template <class R, class T>
 ask_awaitable<R> async_context::ask(const pid& to, T&& msg, std::chrono::nanoseconds timeout) {
-  envelope* env = to ? detail::acquire_envelope(to.cell()) : nullptr;
-  if (env != nullptr) detail::fill(env, std::forward<T>(msg));
-  return ask_awaitable<R>(this, to, env, timeout);
+  envelope_ptr env = to ? detail::make_envelope(to.cell(), std::forward<T>(msg)) : nullptr;
+  return ask_awaitable<R>(this, to, std::move(env), timeout);
 }
 
 inline delay_awaitable async_context::delay(std::chrono::nanoseconds d) noexcept {

@@ -30,14 +30,15 @@ struct poison_pill {};
 namespace detail {
 void add_ref(actor_cell* c) noexcept;
 void release(actor_cell* c) noexcept;
-// An envelope from the receiver's home shard, ready to be filled; never null.
+// An envelope from the receiver's home shard, ready to be filled; never null. Prefer
+// make_envelope, which owns it until delivery.
 envelope* acquire_envelope(actor_cell* to);
 // Enqueues and schedules; on refusal publishes a dead letter. `from` may be null (no sender).
-error deliver(actor_cell* from, actor_cell* to, envelope* env) noexcept;
+error deliver(actor_cell* from, actor_cell* to, envelope_ptr env) noexcept;
 // Blocking ask. With deadline_travels false the caller still waits at most `timeout`, but the
 // message carries no deadline (a grain's acknowledged tell: handled even after its caller gave
 // up). extra_flags are or-ed into the envelope's flags.
-result<message> ask(actor_cell* to, envelope* env, std::chrono::nanoseconds timeout,
+result<message> ask(actor_cell* to, envelope_ptr env, std::chrono::nanoseconds timeout,
                     std::uint32_t extra_flags = 0, bool deadline_travels = true);
 std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& msgs,
                                        std::chrono::nanoseconds timeout);
@@ -52,6 +53,15 @@ void fill(envelope* env, T&& msg) {
     env->payload() = std::forward<T>(msg);
   else
     env->payload().template emplace<D>(std::forward<T>(msg));
+}
+
+// An envelope to `to` holding msg. If copying or moving msg in throws, the envelope goes back
+// to its pool (the exception propagates): a send that throws loses no envelope.
+template <class T>
+envelope_ptr make_envelope(actor_cell* to, T&& msg) {
+  envelope_ptr env(acquire_envelope(to));
+  fill(env.get(), std::forward<T>(msg));
+  return env;
 }
 
 template <class R>
@@ -97,9 +107,7 @@ class pid {
   template <class T>
   error tell(T&& msg) const {
     if (!cell_) return errc::empty_pid;
-    envelope* env = detail::acquire_envelope(cell_);
-    detail::fill(env, std::forward<T>(msg));
-    return detail::deliver(nullptr, cell_, env);
+    return detail::deliver(nullptr, cell_, detail::make_envelope(cell_, std::forward<T>(msg)));
   }
 
   // Sends msg and waits for the reply, at most `timeout`. For code outside the actor system: on
@@ -110,9 +118,8 @@ class pid {
   template <class R = message, class T>
   result<R> ask(T&& msg, std::chrono::nanoseconds timeout) const {
     if (!cell_) return errc::empty_pid;
-    envelope* env = detail::acquire_envelope(cell_);
-    detail::fill(env, std::forward<T>(msg));
-    return detail::reply_as<R>(detail::ask(cell_, env, timeout));
+    return detail::reply_as<R>(
+        detail::ask(cell_, detail::make_envelope(cell_, std::forward<T>(msg)), timeout));
   }
 
   // Sends each message in order. Returns ok, or the first refusal (every refused message is

@@ -211,9 +211,8 @@ class alignas(64) receive_context final : public envelope {
   template <class T>
   error tell(const pid& to, T&& msg) {
     if (!to) return errc::empty_pid;
-    envelope* env = detail::acquire_envelope(to.cell());
-    detail::fill(env, std::forward<T>(msg));
-    return detail::deliver(receiver_, to.cell(), env);
+    return detail::deliver(receiver_, to.cell(),
+                           detail::make_envelope(to.cell(), std::forward<T>(msg)));
   }
 
   // Declares the message unhandled: it is published as an unhandled_message event and a dead
@@ -312,7 +311,7 @@ class alignas(64) receive_context final : public envelope {
   void release_sender() noexcept;
   // env null: the request is refused at once with `refused` (empty_pid when ok); the
   // continuation still gets the error, on a later turn.
-  request_handle request_erased(const pid& to, envelope* env, std::chrono::nanoseconds timeout,
+  request_handle request_erased(const pid& to, envelope_ptr env, std::chrono::nanoseconds timeout,
                                 detail::continuation then, request_options options,
                                 akt::error refused = {});
 
@@ -334,10 +333,9 @@ error receive_context::pipe_to(const pid& to, F&& task, std::chrono::nanoseconds
 template <class R, class T, class F>
 request_handle receive_context::request(const pid& to, T&& msg, std::chrono::nanoseconds timeout,
                                         F&& then, request_options options) {
-  envelope* env = to ? detail::acquire_envelope(to.cell()) : nullptr;
-  if (env != nullptr) detail::fill(env, std::forward<T>(msg));
+  envelope_ptr env = to ? detail::make_envelope(to.cell(), std::forward<T>(msg)) : nullptr;
   return request_erased(
-      to, env, timeout,
+      to, std::move(env), timeout,
       [f = std::forward<F>(then)](receive_context& ctx, result<akt::message> reply) mutable {
         f(ctx, detail::reply_as<R>(std::move(reply)));
       },

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "akt/core/message.hpp"
 
@@ -74,5 +75,14 @@ void install_envelope_recycler(envelope_recycler r) noexcept;
 // frees it when the shard is full). Mailboxes call it for envelopes they are done with, one
 // dequeue after handing them out; the dispatcher never does.
 inline void recycle(envelope* e) noexcept { detail::g_envelope_recycler(e); }
+
+// An envelope that nobody has enqueued yet, owned: destroying it recycles the envelope (and
+// what it holds). Every send builds one (detail::make_envelope) and hands it to a mailbox with
+// release() only once the enqueue takes it, so an exception between taking an envelope from
+// the pool and delivering it (a message whose copy or move throws) loses nothing to the pool.
+struct envelope_deleter {
+  void operator()(envelope* e) const noexcept { recycle(e); }
+};
+using envelope_ptr = std::unique_ptr<envelope, envelope_deleter>;
 
 }  // namespace akt
