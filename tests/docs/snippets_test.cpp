@@ -1,4 +1,4 @@
-// The user guide quotes compiled examples. Every quote in docs/*.md is introduced by
+// The user guide quotes compiled examples. Every quote in docs/**/*.md is introduced by
 //   <!-- snippet: examples/<file>.cpp#<name> -->
 // followed by a fenced code block, and must equal the lines between `// [<name>]` and
 // `// [/<name>]` in that file. So the guide never shows code that does not compile.
@@ -50,7 +50,7 @@ std::vector<std::string> region(const fs::path& file, const std::string& name, b
 TEST(Docs_Snippets, EveryQuoteMatchesItsCompiledExample) {
   const fs::path root = AKT_SOURCE_DIR;
   int quotes = 0;
-  for (const auto& entry : fs::directory_iterator(root / "docs")) {
+  for (const auto& entry : fs::recursive_directory_iterator(root / "docs")) {
     if (entry.path().extension() != ".md") continue;
     const auto lines = read_lines(entry.path());
     for (std::size_t i = 0; i < lines.size(); ++i) {
