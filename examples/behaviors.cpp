@@ -1,5 +1,5 @@
-// Stash and become: an actor that waits for its configuration before serving, keeping the
-// requests that arrive too early. Quoted by docs/guide.md.
+// Stash and become: an actor that waits for its configuration before serving, keeping the requests
+// that arrive too early. Quoted by docs/guide/02-mailboxes-and-failures.md.
 
 #include <akt/akt.hpp>
 

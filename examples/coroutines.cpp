@@ -1,5 +1,6 @@
 // Coroutine handlers: an actor and a grain that co_await requests and a delay without blocking
-// their worker, and answer their caller afterwards. Quoted by docs/guide.md.
+// their worker, and answer their caller afterwards. Quoted by
+// docs/guide/03-requests-timers-and-routers.md and docs/guide/04-grains.md.
 
 #include <akt/akt.hpp>
 

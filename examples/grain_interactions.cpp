@@ -1,7 +1,7 @@
 // Grains that talk: an order grain reserves stock from an inventory grain with a non-blocking
 // request (reentrancy), answers its caller from the request's continuation (defer_response),
 // charges a card off its turn (pipe_to_self), and gives up on an unpaid order with an activation
-// timer; the system restocks the inventory on a schedule. Quoted by docs/guide.md.
+// timer; the system restocks the inventory on a schedule. Quoted by docs/guide/04-grains.md.
 
 #include <akt/akt.hpp>
 

@@ -1,6 +1,6 @@
-// Grains: bank accounts as virtual actors. An account is activated by its first message, loads
-// its balance from a shared ledger, saves it when it is deactivated for being idle, and the next
-// message activates it again with the saved balance. Quoted by docs/guide.md.
+// Grains: bank accounts as virtual actors. An account is activated by its first message, loads its
+// balance from a shared ledger, saves it when it is deactivated for being idle, and the next
+// message activates it again with the saved balance. Quoted by docs/guide/04-grains.md.
 
 #include <akt/akt.hpp>
 

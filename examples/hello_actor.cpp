@@ -1,4 +1,4 @@
-// The smallest useful akt program: one actor, a tell and an ask. Quoted by docs/guide.md.
+// The smallest useful akt program: one actor, a tell and an ask. Quoted by docs/guide/01-actors.md.
 
 #include <akt/akt.hpp>
 

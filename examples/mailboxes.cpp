@@ -1,5 +1,5 @@
 // Choosing a mailbox: a bounded one that refuses when full, and a priority one. Quoted by
-// docs/guide.md.
+// docs/guide/02-mailboxes-and-failures.md.
 
 #include <akt/akt.hpp>
 

@@ -1,5 +1,5 @@
-// Talking between actors without blocking: request with a continuation, forward, pipe_to,
-// scheduled messages. Quoted by docs/guide.md.
+// Talking between actors without blocking: request with a continuation, forward, pipe_to, scheduled
+// messages. Quoted by docs/guide/03-requests-timers-and-routers.md.
 
 #include <akt/akt.hpp>
 

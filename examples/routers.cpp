@@ -1,4 +1,5 @@
-// Routers: a pool of workers behind one pid, and the routing strategies. Quoted by docs/guide.md.
+// Routers: a pool of workers behind one pid, and the routing strategies. Quoted by
+// docs/guide/03-requests-timers-and-routers.md.
 
 #include <akt/akt.hpp>
 

@@ -1,5 +1,5 @@
-// Supervision and the actor hierarchy: a parent spawns workers, restarts them when they fail,
-// and watches them. Quoted by docs/guide.md.
+// Supervision and the actor hierarchy: a parent spawns workers, restarts them when they fail, and
+// watches them. Quoted by docs/guide/02-mailboxes-and-failures.md.
 
 #include <akt/akt.hpp>
 

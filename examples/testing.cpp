@@ -1,4 +1,5 @@
-// Testing actors with a probe, and publishing to topics. Quoted by docs/guide.md.
+// Testing actors with a probe, and publishing to topics. Quoted by
+// docs/guide/03-requests-timers-and-routers.md and docs/guide/05-observability-and-testing.md.
 //
 // A plain program (no test framework): every probe expectation returns an akt::result, so
 // any framework, or none, can check it.

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ ccache pkg-config   # build
   libgtest-dev libgmock-dev                 # tests
+  clang-format-14                           # the format check (scripts/check_format.sh)
   libbenchmark-dev                          # benchmarks
   libcaf-dev                                # the CAF 0.17 comparison (bench/compare)
   tzdata                                    # time zones for cron schedules (/usr/share/zoneinfo)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rewrites the quoted examples in docs/*.md from the regions they name in examples/.
+"""Rewrites the quoted examples in README.md and docs/**/*.md from the regions they name in
+examples/.
 
 A quote is a fenced block right after `<!-- snippet: examples/<file>.cpp#<name> -->`; the
 region is the lines between `// [<name>]` and `// [/<name>]`. The Docs_Snippets test checks the
@@ -24,7 +25,7 @@ def region(path, name):
     raise SystemExit(f"{path} has no region [{name}]")
 
 
-for doc in sorted((root / "docs").glob("*.md")):
+for doc in [root / "README.md"] + sorted((root / "docs").rglob("*.md")):
     lines = doc.read_text().splitlines()
     out, i = [], 0
     while i < len(lines):
