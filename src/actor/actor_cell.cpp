@@ -277,7 +277,7 @@ bool actor_cell::run_turn(unsigned budget) {
     if (envelope* s = sysq_.pop()) {
       auto& ctl = static_cast<receive_context&>(*s);
       handle_system(ctl);
-      ctl.release_contents();
+      context_access::release_contents(ctl);
       ++done;
       continue;
     }
@@ -325,7 +325,7 @@ bool actor_cell::run_turn(unsigned budget) {
       system_->dead_letter(*env, errc::dead);
     else
       invoke(*env);
-    env->release_contents();
+    context_access::release_contents(*env);
   }
   processed_.store(processed, std::memory_order_relaxed);
   yield_turn();

@@ -285,7 +285,7 @@ void actor_cell::drain_to_dead_letters() noexcept {
   }
   while (receive_context* env = dequeue_user(custom_.get())) {
     system_->dead_letter(*env, errc::dead);
-    env->release_contents();
+    context_access::release_contents(*env);
   }
 }
 

@@ -397,7 +397,7 @@ namespace {
 // tag picks the pool: a grain envelope never lands in the actor pool).
 void recycle_context(envelope* e) noexcept {
   auto* ctx = static_cast<receive_context*>(e);
-  ctx->reset();
+  detail::context_access::reset(*ctx);
   detail::envelope_pool_of(ctx->home_shard()).put(ctx);
 }
 // Installed before main (dynamic initialisation of this translation unit, which every program

@@ -87,6 +87,8 @@ struct context_access {
   static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
   static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
   static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
+  static void reset(receive_context& c) noexcept { c.reset(); }
+  static void release_contents(receive_context& c) noexcept { c.release_contents(); }
   // A request refused before anything was sent: the continuation gets `why` on a later turn.
   static request_handle refuse_request(receive_context& c, continuation then, error why) {
     return c.request_erased(pid(), nullptr, std::chrono::nanoseconds::zero(), std::move(then),

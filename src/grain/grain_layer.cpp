@@ -34,7 +34,7 @@ grain_layer& layer_of(system_core* core) {
   return *static_cast<grain_layer*>(g);
 }
 
-grain_layer& layer_of(actor_system& sys) { return layer_of(sys.core()); }
+grain_layer& layer_of(actor_system& sys) { return layer_of(detail::core_of(sys)); }
 
 grain_identity identity_of(const grain_kind* kind, const actor_cell* cell) {
   const std::string_view path = cell->path();

@@ -180,17 +180,17 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
                                   std::chrono::nanoseconds timeout) {
   if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (!may_wait_for_reply()) return errc::blocking_on_worker;
-  auto a = address(sys.core(), id, std::move(msg), nullptr);
+  auto a = address(detail::core_of(sys), id, std::move(msg), nullptr);
   if (!a) return a.error();
   return ask(a->first.cell(), std::move(a->second), timeout);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
-  if (opts.one_way) return tell_one_way(sys.core(), id, std::move(msg), sender);
+  if (opts.one_way) return tell_one_way(detail::core_of(sys), id, std::move(msg), sender);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
-  auto a = address(sys.core(), id, std::move(msg), sender);
+  auto a = address(detail::core_of(sys), id, std::move(msg), sender);
   if (!a) return a.error();
   result<message> r =
       ask(a->first.cell(), std::move(a->second), opts.timeout, envelope::flag_grain_ack, false);
@@ -334,7 +334,7 @@ error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, g
                      actor_cell* sender) {
   error out;
   if (direct_send(id, msg, route, sender, out)) return out;
-  return tell_one_way(sys.core(), id, std::move(msg), sender, false, true, &route);
+  return tell_one_way(detail::core_of(sys), id, std::move(msg), sender, false, true, &route);
 }
 
 request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,

@@ -71,7 +71,7 @@ error cancel_grain_timer(grain_host_base* host, std::string_view reference) {
 
 result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, message msg,
                                     const timer_spec& spec) {
-  system_core* core = sys.core();
+  system_core* core = detail::core_of(sys);
   if (error e = validate_actor_name(id.name)) return e;
   if (auto k = layer_of(core).find_kind(id.kind); !k) return k.error();
   schedule_target target;

@@ -33,7 +33,7 @@ bool wait_quiescent(detail::system_core& core, std::chrono::nanoseconds within) 
 
 result<void> advance(actor_system& sys, std::chrono::nanoseconds d,
                      std::chrono::nanoseconds settle_within) {
-  detail::system_core& core = *sys.core();
+  detail::system_core& core = *akt::detail::core_of(sys);
   if (!core.timers_.manual_time()) {
     return error(errc::invalid_argument, "advance needs a system with system_config::manual_time");
   }
@@ -58,7 +58,7 @@ result<void> settle(actor_system& sys, std::chrono::nanoseconds settle_within) {
 }
 
 std::chrono::steady_clock::time_point now(const actor_system& sys) {
-  return sys.core()->timers_.now();
+  return akt::detail::core_of(sys)->timers_.now();
 }
 
 }  // namespace akt::testkit

@@ -62,7 +62,7 @@ std::string millis(std::chrono::nanoseconds d) {
 probe::probe(actor_system& sys, std::string_view name)
     : system_(sys),
       queue_(std::make_shared<detail::probe_queue>()),
-      manual_(sys.core()->dispatcher_.manual()) {
+      manual_(akt::detail::core_of(sys)->dispatcher_.manual()) {
   auto spawned = name.empty() ? sys.spawn<probe_actor>(unique_name(), queue_)
                               : sys.spawn<probe_actor>(name, queue_);
   if (spawned)

@@ -63,7 +63,7 @@ TEST(ReceiveContext, FreshContextIsClean) {
   receive_context ctx(4);
   EXPECT_EQ(ctx.home_shard(), 4u);
   EXPECT_TRUE(ctx.message().empty());
-  EXPECT_FALSE(ctx.reply_closed());
+  EXPECT_FALSE(context_access::reply_closed(ctx));
   EXPECT_FALSE(ctx.expects_reply());
   EXPECT_FALSE(ctx.has_deadline());
   EXPECT_FALSE(ctx.deadline().has_value());
@@ -83,12 +83,12 @@ TEST(ReceiveContext, ResetPreservesPoolShard) {
   ASSERT_TRUE(ctx.has_deadline());
   ASSERT_TRUE(ctx.remote_origin());
 
-  ctx.reset();
+  context_access::reset(ctx);
 
-  EXPECT_EQ(ctx.home_shard(), 5u);     // stamped at allocation, kept for life
-  EXPECT_TRUE(ctx.message().empty());  // payload cleared
-  EXPECT_TRUE(ctx.reply_closed());     // deliberately left as it was
-  EXPECT_FALSE(ctx.has_deadline());    // flags cleared
+  EXPECT_EQ(ctx.home_shard(), 5u);                 // stamped at allocation, kept for life
+  EXPECT_TRUE(ctx.message().empty());              // payload cleared
+  EXPECT_TRUE(context_access::reply_closed(ctx));  // deliberately left as it was
+  EXPECT_FALSE(ctx.has_deadline());                // flags cleared
   EXPECT_FALSE(ctx.remote_origin());
   EXPECT_FALSE(ctx.deadline().has_value());
   EXPECT_FALSE(ctx.expects_reply());
@@ -99,8 +99,8 @@ TEST(ReceiveContext, ResetPreservesPoolShard) {
 TEST(ReceiveContext, ResetLeavesOpenGuardOpen) {
   receive_context ctx(2);
   ctx.message().emplace<int>(1);
-  ctx.reset();
-  EXPECT_FALSE(ctx.reply_closed());
+  context_access::reset(ctx);
+  EXPECT_FALSE(context_access::reply_closed(ctx));
   EXPECT_EQ(ctx.home_shard(), 2u);
 }
 
@@ -110,9 +110,9 @@ TEST(ReceiveContext, ResetDestroysPayloadExactlyOnce) {
     receive_context ctx(0);
     ctx.message().emplace<payload_counter>(&live, 3);
     ASSERT_EQ(live, 1);
-    ctx.reset();
+    context_access::reset(ctx);
     EXPECT_EQ(live, 0);
-    ctx.reset();  // idempotent on a clean envelope
+    context_access::reset(ctx);  // idempotent on a clean envelope
     EXPECT_EQ(live, 0);
     ctx.message().emplace<payload_counter>(&live, 4);
     EXPECT_EQ(live, 1);
@@ -127,7 +127,7 @@ TEST(ReceiveContext, ResetCompletesAnOwedReply) {
     receive_context ctx(0);
     context_access::reply(ctx) = &slot;
     ASSERT_TRUE(ctx.expects_reply());
-    ctx.reset();
+    context_access::reset(ctx);
     EXPECT_FALSE(ctx.expects_reply());
   }
   bool abandoned = true;
@@ -158,7 +158,7 @@ TYPED_TEST(CloneForStash, ClearsReplyClosed) {
   context_access::reply_closed(*stale) = true;
   akt::recycle(stale);  // reset leaves the guard set
   ASSERT_EQ(pool.shard_size(shard), 1u);
-  ASSERT_TRUE(stale->reply_closed());
+  ASSERT_TRUE(context_access::reply_closed(*stale));
 
   // The source: an ask-like envelope of the same home shard, its own guard set too.
   auto src = std::make_unique<receive_context>(home);
@@ -170,8 +170,8 @@ TYPED_TEST(CloneForStash, ClearsReplyClosed) {
   receive_context* clone = clone_for_stash(*src);
   ASSERT_NE(clone, nullptr);
   EXPECT_EQ(clone, stale) << "the clone must reuse the recycled envelope of the home shard";
-  EXPECT_FALSE(clone->reply_closed());
-  EXPECT_TRUE(src->reply_closed());  // the source's guard is untouched
+  EXPECT_FALSE(context_access::reply_closed(*clone));
+  EXPECT_TRUE(context_access::reply_closed(*src));  // the source's guard is untouched
   EXPECT_EQ(clone->home_shard(), home);
 
   // Payload moved, deadline and flags copied.
@@ -205,7 +205,7 @@ TYPED_TEST(CloneForStash, FromEmptyShardAllocatesWithSourceHomeShard) {
     ASSERT_NE(clone, nullptr);
     EXPECT_FALSE(drained.holds(clone));
     EXPECT_EQ(clone->home_shard(), shard | TypeParam::tag);
-    EXPECT_FALSE(clone->reply_closed());
+    EXPECT_FALSE(context_access::reply_closed(*clone));
     ASSERT_NE(clone->get_if<int>(), nullptr);
     EXPECT_EQ(*clone->get_if<int>(), static_cast<int>(shard));
     EXPECT_FALSE(clone->has_deadline());
@@ -226,8 +226,8 @@ TYPED_TEST(CloneForStash, MovesTheReplyRoute) {
   EXPECT_TRUE(clone->expects_reply());
   EXPECT_EQ(context_access::reply(*clone), &slot);
   EXPECT_FALSE(src.expects_reply());
-  src.reset();          // completes nothing: the source no longer owes the reply
-  akt::recycle(clone);  // completes the ask once, with no_reply
+  context_access::reset(src);  // completes nothing: the source no longer owes the reply
+  akt::recycle(clone);         // completes the ask once, with no_reply
   bool abandoned = true;
   const akt::result<akt::message> r = slot.await(akt::detail::now_ns() + 5'000'000'000, abandoned);
   EXPECT_FALSE(abandoned);
@@ -244,8 +244,8 @@ TYPED_TEST(CloneForStash, CopiesPlainTell) {
   EXPECT_FALSE(clone->has_deadline());
   EXPECT_FALSE(clone->remote_origin());
   EXPECT_FALSE(clone->expects_reply());
-  EXPECT_FALSE(clone->reply_closed());
-  EXPECT_FALSE(src.reply_closed());
+  EXPECT_FALSE(context_access::reply_closed(*clone));
+  EXPECT_FALSE(context_access::reply_closed(src));
   akt::recycle(clone);
 }
 

@@ -84,9 +84,11 @@ struct system_stats {
   std::uint64_t handoffs = 0;
 };
 
+class actor_system;
 namespace detail {
 class system_core;
 class actor_cell;
+system_core* core_of(const actor_system& sys) noexcept;
 result<pid> start_actor(system_core* core, actor_cell* cell);
 error check_spawn(system_core* core, actor_cell* parent, std::string_view name);
 template <class T, class... Args>
@@ -171,11 +173,13 @@ class actor_system {
   actor_stats stats(const pid& actor) const noexcept;
   akt::logger& logger() const noexcept;
 
-  detail::system_core* core() const noexcept { return core_; }
-
  private:
+  friend detail::system_core* detail::core_of(const actor_system& sys) noexcept;
   detail::system_core* core_;
 };
+
+// The runtime behind a system, for akt's own layers (grains, testkit); not for users.
+inline detail::system_core* detail::core_of(const actor_system& sys) noexcept { return sys.core_; }
 
 }  // namespace akt
 

@@ -291,7 +291,11 @@ class alignas(64) receive_context final : public envelope {
   request_handle request(const pid& to, T&& msg, std::chrono::nanoseconds timeout, F&& then,
                          request_options options = {});
 
-  // ---- runtime ----
+  // The envelope pools' contract (sharded_pool): the shard the envelope was allocated for.
+  std::uint32_t home_shard() const noexcept { return home_shard_; }
+
+ private:
+  // ---- runtime (through detail::context_access) ----
   // Clears everything but the home shard; releases the sender reference; the reply route must
   // have been completed or moved away.
   void reset() noexcept;
@@ -304,10 +308,6 @@ class alignas(64) receive_context final : public envelope {
     if (sender_ != nullptr) release_sender();
     msg_.reset();
   }
-  std::uint32_t home_shard() const noexcept { return home_shard_; }
-  bool reply_closed() const noexcept { return reply_closed_; }
-
- private:
   void release_sender() noexcept;
   // env null: the request is refused at once with `refused` (empty_pid when ok); the
   // continuation still gets the error, on a later turn.

@@ -179,7 +179,7 @@ result<pid> spawn_router(actor_system& sys, std::string_view name, router_option
                                                  const supervisor& sup) {
     return std::apply(
         [&](const auto&... a) {
-          return detail::spawn_actor<Routee>(s.core(), router, routee_name,
+          return detail::spawn_actor<Routee>(detail::core_of(s), router, routee_name,
                                              spawn_options{.supervisor = sup}, a...);
         },
         *shared_args);

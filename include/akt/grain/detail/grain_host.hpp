@@ -1,0 +1,255 @@
+#pragma once
+// The runtime half of the grain API: the host actor that runs a grain inside an actor cell, the
+// cell that holds it, and the directory's and grain_ref's records. Templates in grains.hpp
+// instantiate them, so they are in a header; nothing here is for users (namespace detail).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "akt/actor/actor.hpp"
+#include "akt/actor/actor_system.hpp"
+#include "akt/actor/detail/actor_cell.hpp"
+#include "akt/actor/schedule.hpp"
+#include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
+#include "akt/grain/grain.hpp"
+#include "akt/grain/grain_context.hpp"
+
+namespace akt {
+namespace detail {
+
+struct grain_kind;
+struct grain_timer_table;
+
+// The activation a grain_ref last reached: its cell and the generation under which it was open
+// for direct sends. Empty, or stale, means the next send asks the directory (which refreshes
+// it). Owned by one grain_ref object: not for concurrent use.
+struct grain_route {
+  pid cell;                                      // keeps the cell (and *direct) alive
+  std::atomic<std::uint64_t>* direct = nullptr;  // the cell's grain_cell::direct_
+  std::uint32_t generation = 0;
+};
+
+// Signals the end of an activation to the resolvers that wait for it.
+struct activation_gate {
+  std::atomic<int> done{0};  // writer: the activating thread (release); readers: waiters (acquire)
+  error result;              // written before done
+};
+
+// The directory's record of one activation, embedded in the activation itself so that the
+// directory allocates nothing per grain. Fields are guarded by the directory (its shard lock).
+struct directory_link {
+  actor_cell* cell = nullptr;             // the activation; its path is the key
+  directory_link* next = nullptr;         // the shard's chain
+  std::uint32_t hash = 0;                 // of the key
+  std::shared_ptr<activation_gate> gate;  // set while the activation runs
+};
+
+// The actor that hosts one activation of a grain (inside the activation's cell). The grain
+// object lives in the derived grain_host<T>, so a fresh instance can be built in place when
+// the identity is activated again.
+class grain_host_base : public actor {
+ public:
+  explicit grain_host_base(const grain_kind* kind) noexcept : kind_(kind) {}
+  ~grain_host_base() override;
+  error pre_start(actor_context& ctx) final;
+  void receive(receive_context& ctx) final;
+  void post_stop(actor_context& ctx) final;
+
+  // For the grain layer (turn owner only, or before start).
+  const grain_kind* kind() const noexcept { return kind_; }
+  const grain_settings& settings() const noexcept { return *settings_; }
+  // The activation's reentrancy: set at runtime, or the settings'.
+  grain_reentrancy reentrancy() const noexcept {
+    if (reentrancy_mode_ < 0) return settings_->reentrancy;
+    return {static_cast<reentrancy_mode>(reentrancy_mode_), reentrancy_max_};
+  }
+  void set_reentrancy(grain_reentrancy r) noexcept {
+    reentrancy_mode_ = static_cast<std::int8_t>(r.mode);
+    reentrancy_max_ = static_cast<std::uint32_t>(r.max_in_flight);
+  }
+  // The hosting cell (set with the directory link, before start).
+  actor_cell* cell() const noexcept { return link_.cell; }
+  // The cell's direct-send word (grain_cell::direct_); it outlives this host.
+  virtual std::atomic<std::uint64_t>& direct_word() noexcept = 0;
+
+ protected:
+  virtual grain* build_instance() = 0;
+  virtual void drop_instance() noexcept = 0;
+  virtual grain* instance() noexcept = 0;
+
+ private:
+  friend struct grain_host_access;
+  // Builds the instance and runs on_activate (its attempts, within the activation timeout);
+  // on success arms the idle timer. Publishes grain_activated or grain_activation_failed.
+  error activate(actor_system& sys, actor_cell* cell);
+  // Runs on_deactivate for the current instance (once) and drops it; publishes
+  // grain_deactivated. for_stop: a failure is also named in actor_system::stop's error.
+  error deactivate(actor_system& sys, actor_cell* cell, bool for_stop);
+
+  // Deactivates for a stop (the shutdown marker, or the cell stopped some other way): runs
+  // on_deactivate unless the shutdown abandoned the grain, and leaves the directory.
+  void deactivate_for_stop(actor_system& sys, actor_cell* cell);
+  // Ends the activation without on_deactivate: cancels its timers (later ones are refused until
+  // the next activation) and drops the instance.
+  void end_activation() noexcept;
+  // Cancels the activation's timers.
+  void stop_timers() noexcept;
+  // Opens direct sends for the current generation (after an activation succeeded), and closes
+  // them, waiting until no direct sender is inside (see direct_).
+  void open_direct() noexcept;
+  void close_direct() noexcept;
+  // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
+  bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
+
+  const grain_kind* kind_;
+  // Turn owner: user messages handled, and the count when the idle timer was armed. Near the
+  // front, on the cell's second line: written per message, so kept off the line that holds the
+  // host's tail and grain_cell::direct_, which grain_ref senders write per message.
+  std::uint32_t handled_ = 0;
+  std::uint32_t handled_at_arm_ = 0;
+  directory_link link_;  // this activation's entry in the grain directory (and its cell)
+  // The activation's settled options. Turn owner: written by the layer before start, and again
+  // by the turn when a fresh activation starts in place after an idle deactivation (it gets the
+  // kind's options, not those of the call that created the cell). Senders never read it: they
+  // read mailbox_capacity_.
+  std::shared_ptr<const grain_settings> settings_;
+  // Turn owner: the activation's timers (allocated on first use, so idle grains without timers
+  // pay one pointer).
+  grain_timer_table* timers_ = nullptr;  // owned (a raw pointer: the type is private)
+  // During start only: where pre_start leaves on_activate's own error for the activating caller.
+  error* activation_error_ = nullptr;
+  // Turn owner: set when a reactivation failed; every waiting message gets this error.
+  error failing_;
+  // Messages sent through the grain API and not yet received, for the mailbox capacity.
+  // Writers: senders (+1, acq_rel, undone when over capacity) and the turn (-1 per user
+  // message; a message sent to the cell's pid directly was never counted, so the value can dip
+  // below zero and then allows that many extra). A send is refused when its +1 finds the
+  // capacity taken.
+  std::atomic<std::int64_t> queued_{0};
+  // Turn owner: which activation of this cell is current; a timer tick of an earlier one is
+  // dropped.
+  std::uint32_t generation_ = 0;
+  // Turn owner: the reentrancy set at runtime for this activation (grain_context::
+  // enable_reentrancy); mode -1 = the settings'. Packed: it is in every idle grain.
+  std::uint32_t reentrancy_max_ = 0;
+  std::int8_t reentrancy_mode_ = -1;
+  bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
+  // The mailbox's capacity (0 = unbounded), for the senders' reservations: written by the layer
+  // before start, then read-only for the cell's life (a fresh activation in place keeps the
+  // mailbox, so it keeps its capacity). 32 bits so that it fits the padding after the flags;
+  // a larger capacity is saturated (four billion waiting messages is unbounded in practice).
+  std::uint32_t mailbox_capacity_ = 0;
+};
+
+template <class T>
+class grain_host final : public grain_host_base {
+ public:
+  using grain_host_base::grain_host_base;
+  std::atomic<std::uint64_t>& direct_word() noexcept override;
+
+ protected:
+  grain* build_instance() override {
+    g_.emplace();
+    return &*g_;
+  }
+  void drop_instance() noexcept override { g_.reset(); }
+  grain* instance() noexcept override { return g_ ? &*g_ : nullptr; }
+
+ private:
+  std::optional<T> g_;
+};
+
+// The cell of one grain activation: the host right after the cell header (as actor_cell_for
+// places an actor), then the word a grain_ref's direct sends go through. The word lives in the
+// cell, not in the host, because the host is destroyed when the cell stops while a grain_ref
+// may still hold the cell (and read the word, to find it closed). Grains are never restarted.
+template <class T>
+class grain_cell final : public actor_cell {
+ public:
+  grain_cell(system_core* core, std::string_view identity, const grain_kind* kind)
+      : actor_cell(core, nullptr, identity, spawn_options{}) {
+    set_instance(new (storage_) grain_host<T>(kind));
+  }
+  ~grain_cell() override { destroy_instance(); }
+
+  // [generation:32][closed:1][senders:31]; see direct_send in grain_layer.cpp. Open (closed bit
+  // clear, the current activation's generation) only while an instance lives. Writers: senders
+  // through a grain_ref (+1 / -1 around one enqueue; acquire / release) and the turn (opens it
+  // after an activation succeeded; closes it when the activation ends, then waits until no
+  // sender is inside, so every direct enqueue is in the mailbox before the activation checks
+  // that its mailbox is empty and leaves the directory).
+  std::atomic<std::uint64_t> direct_{std::uint64_t{1} << 31};
+
+ protected:
+  void destroy_instance() noexcept override {
+    if (instance() != nullptr) {
+      std::launder(reinterpret_cast<grain_host<T>*>(storage_))->~grain_host<T>();
+      set_instance(nullptr);
+    }
+  }
+  actor* locate_instance() const noexcept override {
+    return std::launder(reinterpret_cast<grain_host<T>*>(const_cast<unsigned char*>(storage_)));
+  }
+  void rebuild_instance() override { throw std::logic_error("grains are not restarted"); }
+
+ private:
+  alignas(grain_host<T>) unsigned char storage_[sizeof(grain_host<T>)];
+};
+
+template <class T>
+std::atomic<std::uint64_t>& grain_host<T>::direct_word() noexcept {
+  return static_cast<grain_cell<T>*>(cell())->direct_;
+}
+
+using grain_cell_factory = actor_cell* (*)(system_core* core, std::string_view identity,
+                                           const grain_kind* kind);
+
+template <class T>
+actor_cell* make_grain_cell(system_core* core, std::string_view identity, const grain_kind* kind) {
+  return new grain_cell<T>(core, identity, kind);
+}
+
+// Registers (or finds) kind `name`; with defaults, they become the kind's declared options.
+result<const grain_kind*> register_kind(actor_system& sys, std::string_view name,
+                                        grain_cell_factory factory, const grain_options* defaults);
+result<grain_identity> resolve_grain(actor_system& sys, const grain_kind* kind,
+                                     std::string_view name, const grain_options& per_call);
+result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                                  std::chrono::nanoseconds timeout);
+error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
+                         const grain_tell_options& opts, actor_cell* sender);
+// The name rule of grain names (as actor names'): invalid_actor_name.
+error check_grain_name(std::string_view name);
+// A one-way tell that goes straight to route's activation while it is open for direct sends,
+// and through the directory otherwise (refreshing route).
+error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, grain_route& route,
+                     actor_cell* sender);
+// From an actor's turn: the activation for id (activating it if needed, on this worker), then
+// a receive_context::request to it.
+request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,
+                                        std::chrono::nanoseconds timeout, continuation then,
+                                        request_options options);
+result<schedule_ref> schedule_grain(actor_system& sys, const grain_identity& id, message msg,
+                                    const timer_spec& spec);
+
+template <class T>
+constexpr std::string_view grain_kind_name() noexcept {
+  static_assert(std::is_base_of_v<grain, T>, "a grain kind must derive from akt::grain");
+  static_assert(std::is_default_constructible_v<T>,
+                "grains are default-constructed by the framework; initialise in on_activate");
+  return akt::type_name<T>();
+}
+
+}  // namespace detail
+
+}  // namespace akt
