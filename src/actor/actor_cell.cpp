@@ -383,9 +383,9 @@ void actor_cell::handle_system(receive_context& env) noexcept {
   if (m.is<poison_pill>()) {
     stop_now(error());
   } else if (auto* w = m.get_if<watch_request>()) {
-    actor_cell* watcher = w->watcher.cell();
+    actor_cell* watcher = detail::cell_of(w->watcher);
     if (life() >= life_state::stopping) {
-      watcher->post_system(terminated_notice{pid::share(this)});
+      watcher->post_system(terminated_notice{detail::share_pid(this)});
     } else {
       auto& watchers = extras().watchers;
       if (std::find(watchers.begin(), watchers.end(), watcher) == watchers.end()) {
@@ -394,15 +394,16 @@ void actor_cell::handle_system(receive_context& env) noexcept {
       }
     }
   } else if (auto* u = m.get_if<unwatch_request>()) {
-    if (cell_extras* x = extras_if_any()) remove_one(x->watchers, u->watcher.cell());
+    if (cell_extras* x = extras_if_any()) remove_one(x->watchers, detail::cell_of(u->watcher));
   } else if (auto* t = m.get_if<terminated_notice>()) {
     cell_extras* x = extras_if_any();
     // Delivered only while still watched (an unwatch cancels a notice in flight).
-    if (x != nullptr && life() < life_state::stopping && remove_one(x->watching, t->actor.cell())) {
+    if (x != nullptr && life() < life_state::stopping &&
+        remove_one(x->watching, detail::cell_of(t->actor))) {
       auto* note = static_cast<receive_context*>(acquire_envelope(this));
       note->message().emplace<terminated>(terminated{t->actor});
-      t->actor.cell()->add_ref();
-      context_access::sender(*note) = t->actor.cell();
+      detail::cell_of(t->actor)->add_ref();
+      context_access::sender(*note) = detail::cell_of(t->actor);
       context_access::receiver(*note) = this;
       x->replies.push_back(note);
     }
@@ -434,7 +435,7 @@ void actor_cell::queue_reply(std::uint64_t id, result<message> reply, actor_cell
   if (x == nullptr || x->requests.count(id) == 0 || life() >= life_state::stopping) {
     // Cancelled, timed out or superseded: a late reply nobody waits for.
     if (reply.has_value()) {
-      system_->dead_letter(std::move(*reply), pid::share(from), pid::share(this),
+      system_->dead_letter(std::move(*reply), detail::share_pid(from), detail::share_pid(this),
                            errc::request_timeout);
     }
     return;

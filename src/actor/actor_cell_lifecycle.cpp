@@ -31,14 +31,14 @@ void actor_cell::on_failure(receive_context* env, const std::exception_ptr& exce
   if (env != nullptr) system_->complete_reply(*env, err);
   if (system_->events_->has_subscribers<actor_failed>()) {
     system_->events_->publish(
-        actor_failed{pid::share(this), what,
+        actor_failed{detail::share_pid(this), what,
                      env != nullptr ? std::string(env->message().type_name()) : std::string(), d});
   }
   system_->log(log_level::warning, path_,
                "handler failed (" + what + "): " + std::string(to_string(d)));
   if (sup.strategy() == supervision_strategy::one_for_all && parent_ != nullptr &&
       d != directive::escalate) {
-    parent_->post_system(supervise_siblings{d, err, pid::share(this)});
+    parent_->post_system(supervise_siblings{d, err, detail::share_pid(this)});
   }
   apply_directive(d, err);
 }
@@ -60,7 +60,7 @@ void actor_cell::apply_directive(directive d, const error& reason) noexcept {
         stop_now(reason);
       } else {
         suspend("escalated: " + reason.message());
-        parent_->post_system(escalation{pid::share(this), reason});
+        parent_->post_system(escalation{detail::share_pid(this), reason});
       }
       break;
   }
@@ -69,7 +69,7 @@ void actor_cell::apply_directive(directive d, const error& reason) noexcept {
 void actor_cell::suspend(std::string why) noexcept {
   set_mode(turn_mode::suspended);
   if (system_->events_->has_subscribers<actor_suspended>()) {
-    system_->events_->publish(actor_suspended{pid::share(this), std::move(why)});
+    system_->events_->publish(actor_suspended{detail::share_pid(this), std::move(why)});
   }
 }
 
@@ -77,7 +77,7 @@ void actor_cell::on_escalation(const pid& child, const error& reason) noexcept {
   // The child's failure is this actor's now: its own supervisor decides for it.
   const directive d = effective_supervisor().decide(nullptr, reason);
   if (d == directive::resume) {
-    child.cell()->post_system(supervise_order{directive::resume, reason});
+    detail::cell_of(child)->post_system(supervise_order{directive::resume, reason});
     return;
   }
   // restart and stop take the children (the escalating one too) down first.
@@ -112,9 +112,9 @@ void actor_cell::restart(const error& reason) noexcept {
   }
   if (delay > 0) {
     suspend("restart back-off");
-    pid self = pid::share(this);
+    pid self = detail::share_pid(this);
     system_->timers_.schedule_after(std::chrono::nanoseconds(delay),
-                                    [self] { self.cell()->post_system(restart_now{}); });
+                                    [self] { detail::cell_of(self)->post_system(restart_now{}); });
     return;
   }
   begin_restart();
@@ -148,7 +148,7 @@ void actor_cell::complete_restart() noexcept {
   cell_extras& x = extras();
   x.restart_times.push_back(system_->timers_.now_ns());
   if (actor_system* owner = system_->owner(); instance() != nullptr && owner != nullptr) {
-    actor_context ctx(*owner, pid::share(this));
+    actor_context ctx(*owner, detail::share_pid(this));
     try {
       instance()->post_stop(ctx);
     } catch (...) {
@@ -172,7 +172,7 @@ void actor_cell::complete_restart() noexcept {
     failure = error(errc::init_failure, "constructor threw");
   }
   if (actor_system* owner = system_->owner(); !failure && owner != nullptr) {
-    actor_context ctx(*owner, pid::share(this));
+    actor_context ctx(*owner, detail::share_pid(this));
     try {
       failure = instance()->pre_start(ctx);
     } catch (const std::exception& e) {
@@ -189,7 +189,7 @@ void actor_cell::complete_restart() noexcept {
   const std::uint32_t n = x.restarts.load(std::memory_order_relaxed) + 1;
   x.restarts.store(n, std::memory_order_relaxed);
   if (system_->events_->has_subscribers<actor_restarted>()) {
-    system_->events_->publish(actor_restarted{pid::share(this), n});
+    system_->events_->publish(actor_restarted{detail::share_pid(this), n});
   }
 }
 
@@ -216,7 +216,7 @@ void actor_cell::on_supervise_siblings(const supervise_siblings& s) noexcept {
   cell_extras* x = extras_if_any();
   if (x == nullptr) return;
   for (actor_cell* c : x->children) {
-    if (c != s.failed.cell()) c->post_system(supervise_order{s.order, s.reason});
+    if (c != detail::cell_of(s.failed)) c->post_system(supervise_order{s.order, s.reason});
   }
 }
 
@@ -228,10 +228,10 @@ void actor_cell::passivate() noexcept {
 
 void actor_cell::arm_passivation(std::int64_t due_ns) noexcept {
   cell_extras& x = extras();
-  pid self = pid::share(this);
+  pid self = detail::share_pid(this);
   x.passivation_timer = system_->timers_.schedule_after(
       std::chrono::nanoseconds(std::max<std::int64_t>(due_ns - system_->timers_.now_ns(), 0)),
-      [self] { self.cell()->post_system(passivation_check{}); });
+      [self] { detail::cell_of(self)->post_system(passivation_check{}); });
 }
 
 void actor_cell::on_passivation_check() noexcept {
@@ -291,18 +291,19 @@ void actor_cell::drain_to_dead_letters() noexcept {
 
 void actor_cell::finish_stop() noexcept {
   if (actor_system* owner = system_->owner(); instance() != nullptr && owner != nullptr) {
-    actor_context ctx(*owner, pid::share(this));
+    actor_context ctx(*owner, detail::share_pid(this));
     try {
       instance()->post_stop(ctx);
     } catch (const std::exception& e) {
       if (system_->events_->has_subscribers<actor_failed>()) {
-        system_->events_->publish(actor_failed{
-            pid::share(this), std::string("post_stop threw: ") + e.what(), "", directive::stop});
+        system_->events_->publish(actor_failed{detail::share_pid(this),
+                                               std::string("post_stop threw: ") + e.what(), "",
+                                               directive::stop});
       }
     } catch (...) {
       if (system_->events_->has_subscribers<actor_failed>()) {
         system_->events_->publish(
-            actor_failed{pid::share(this), "post_stop threw", "", directive::stop});
+            actor_failed{detail::share_pid(this), "post_stop threw", "", directive::stop});
       }
     }
   }
@@ -317,7 +318,7 @@ void actor_cell::finish_stop() noexcept {
   if (cell_extras* x = extras_if_any()) {
     passivated = x->passivated;
     reason = x->stop_reason;
-    pid self = pid::share(this);
+    pid self = detail::share_pid(this);
     for (actor_cell* w : x->watching) w->post_system(unwatch_request{self});
     release_all(x->watching);
     for (actor_cell* w : x->watchers) w->post_system(terminated_notice{self});
@@ -329,10 +330,10 @@ void actor_cell::finish_stop() noexcept {
                                         std::memory_order_relaxed);
   if (parent_ != nullptr) parent_->post_system(child_stopped{this});
   if (passivated && system_->events_->has_subscribers<actor_passivated>()) {
-    system_->events_->publish(actor_passivated{pid::share(this)});
+    system_->events_->publish(actor_passivated{detail::share_pid(this)});
   }
   if (system_->events_->has_subscribers<actor_stopped>()) {
-    system_->events_->publish(actor_stopped{pid::share(this), reason});
+    system_->events_->publish(actor_stopped{detail::share_pid(this), reason});
   }
   // Dead last: whoever waits for the stop sees the name released and post_stop done.
   system_->on_actor_dead([this] { life_.store(life_state::dead, std::memory_order_release); });
@@ -345,7 +346,7 @@ error actor_cell::start(bool register_name) {
   }
   error failure;
   if (actor_system* owner = system_->owner(); owner != nullptr) {
-    actor_context ctx(*owner, pid::share(this));
+    actor_context ctx(*owner, detail::share_pid(this));
     try {
       failure = instance()->pre_start(ctx);
       if (failure && failure.code() != errc::init_failure) {
@@ -376,7 +377,7 @@ error actor_cell::start(bool register_name) {
       arm_passivation(system_->timers_.now_ns() + x->passivate.idle_for.count());
     }
     if (system_->events_->has_subscribers<actor_started>()) {
-      system_->events_->publish(actor_started{pid::share(this)});
+      system_->events_->publish(actor_started{detail::share_pid(this)});
     }
   }
   // Messages that arrived while pre_start ran wait in the mailbox: open the dispatch state the

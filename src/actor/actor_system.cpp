@@ -45,7 +45,7 @@ error check_spawn(system_core* core, actor_cell* parent, std::string_view name) 
 }
 
 result<pid> start_actor(system_core*, actor_cell* cell) {
-  pid p = pid::share(cell);  // the caller's reference; the registry takes its own
+  pid p = detail::share_pid(cell);  // the caller's reference; the registry takes its own
   if (error err = cell->start()) return err;
   return p;
 }
@@ -157,7 +157,7 @@ result<void> actor_system::stop() {
     // 2. Top-level actors get poison pills; each stops its children first, then itself, and
     //    publishes what it still had queued as dead letters.
     for (const pid& p : core_->registry_.snapshot()) {
-      if (p.cell()->parent() == nullptr) (void)p.stop();
+      if (detail::cell_of(p)->parent() == nullptr) (void)p.stop();
     }
     if (core_->dispatcher_.manual()) {  // deterministic mode: this thread runs the stops
       while (core_->live_.load(std::memory_order_relaxed) != 0 &&
@@ -204,13 +204,13 @@ result<pid> actor_system::find(std::string_view path) const {
   if (key.substr(0, prefix.size()) == prefix) key.remove_prefix(prefix.size());
   detail::actor_cell* c = core_->registry_.find(key, detail::name_registry::hash(key));
   if (c == nullptr) return error(errc::actor_not_found, std::string(path));
-  return pid::adopt(c);
+  return detail::adopt_pid(c);
 }
 
 actor_stats actor_system::stats(const pid& actor) const noexcept {
   actor_stats s;
   if (!actor) return s;
-  const detail::actor_cell* c = actor.cell();
+  const detail::actor_cell* c = detail::cell_of(actor);
   s.processed = c->processed();
   s.mailbox_length = c->mailbox_size();
   s.restarts = c->restarts();
@@ -253,7 +253,7 @@ result<void> actor_system::stop_actor(const pid& actor, std::chrono::nanoseconds
   if (detail::on_worker_thread()) return errc::blocking_on_worker;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool stopped = core_->wait_for_deaths(
-      deadline, [&] { return actor.cell()->life() == detail::life_state::dead; });
+      deadline, [&] { return detail::cell_of(actor)->life() == detail::life_state::dead; });
   if (!stopped) return errc::request_timeout;
   return {};
 }
@@ -264,7 +264,7 @@ system_stats actor_system::stats() const noexcept {
   s.spawned = core_->spawned_.load(std::memory_order_relaxed);
   s.dead_letters = core_->dead_letters_.load(std::memory_order_relaxed);
   s.processed = core_->processed_by_dead_.load(std::memory_order_relaxed);
-  for (const pid& p : core_->registry_.snapshot()) s.processed += p.cell()->processed();
+  for (const pid& p : core_->registry_.snapshot()) s.processed += detail::cell_of(p)->processed();
   const detail::dispatcher_stats d = core_->dispatcher_.stats();
   s.turns = d.turns;
   s.parks = d.parks;

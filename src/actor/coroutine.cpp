@@ -46,9 +46,9 @@ void await_delay(receive_context& turn, std::chrono::nanoseconds delay, continua
     self->post_system(request_expired{id});
     return;
   }
-  pid me = pid::share(self);
+  pid me = detail::share_pid(self);
   req.timer = self->system()->timers_.schedule_after(
-      delay, [me, id] { me.cell()->post_system(request_expired{id}); });
+      delay, [me, id] { detail::cell_of(me)->post_system(request_expired{id}); });
 }
 
 }  // namespace akt::detail

@@ -102,7 +102,7 @@ std::vector<pid> name_registry::snapshot() const {
   for (const auto& s : shards_) {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (actor_cell* c : s.slots) {
-      if (c != nullptr) out.push_back(pid::share(c));
+      if (c != nullptr) out.push_back(detail::share_pid(c));
     }
   }
   return out;

@@ -17,7 +17,7 @@ namespace {
 // Shared by the task and its timeout: whichever finishes first delivers; the other yields.
 struct piped {
   piped(system_core* c, actor_cell* f, pid t, pipe_sink s)
-      : core(c), from(pid::share(f)), to(std::move(t)), sink(std::move(s)) {
+      : core(c), from(detail::share_pid(f)), to(std::move(t)), sink(std::move(s)) {
     core->add_ref();
   }
   ~piped() { core->release(); }
@@ -34,7 +34,8 @@ void deliver(const piped& p, message msg) {
     p.sink(std::move(msg));
     return;
   }
-  (void)detail::deliver(p.from.cell(), p.to.cell(), make_envelope(p.to.cell(), std::move(msg)));
+  (void)detail::deliver(detail::cell_of(p.from), detail::cell_of(p.to),
+                        make_envelope(detail::cell_of(p.to), std::move(msg)));
 }
 
 }  // namespace

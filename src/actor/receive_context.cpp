@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
@@ -74,7 +75,7 @@ void receive_context::reply_message(akt::message value) {
   }
   if ((flags_ & flag_ask) != 0) {
     // A second reply to an ask (or one after the asker gave up): undeliverable.
-    sys->dead_letter(std::move(value), pid::share(receiver_), pid(), errc::request_timeout);
+    sys->dead_letter(std::move(value), detail::share_pid(receiver_), pid(), errc::request_timeout);
     return;
   }
   if (sender_ != nullptr) {
@@ -82,7 +83,7 @@ void receive_context::reply_message(akt::message value) {
     return;
   }
   // Nobody to reply to.
-  sys->dead_letter(std::move(value), pid::share(receiver_), pid(), errc::empty_pid);
+  sys->dead_letter(std::move(value), detail::share_pid(receiver_), pid(), errc::empty_pid);
 }
 
 void receive_context::reply_error(error err) {
@@ -152,7 +153,7 @@ void reply_handle::reply_message(akt::message value) {
   if (!self_) return;                                // a default handle owes nothing to anyone
   if (ack_only_) value.reset();                      // an acknowledged grain tell carries no value
   if (!grain_.empty() && route_ == nullptr) return;  // a grain answers only a waiting caller
-  detail::system_core* sys = self_.cell()->system();
+  detail::system_core* sys = detail::cell_of(self_)->system();
   if (route_ != nullptr) {
     // As system_core::complete_reply: a reply the asker gave up on is a dead letter.
     result<akt::message> r(std::move(value));
@@ -166,8 +167,8 @@ void reply_handle::reply_message(akt::message value) {
     return;
   }
   if (sender_) {
-    (void)detail::deliver(self_.cell(), sender_.cell(),
-                          detail::make_envelope(sender_.cell(), std::move(value)));
+    (void)detail::deliver(detail::cell_of(self_), detail::cell_of(sender_),
+                          detail::make_envelope(detail::cell_of(sender_), std::move(value)));
     return;
   }
   sys->dead_letter(std::move(value), self_, pid(), errc::empty_pid);
@@ -183,7 +184,7 @@ void reply_handle::reply_error(error err) {
   if (grain_.empty() || !self_ || ask_) return;
   // A grain's one-way tell: nobody waits, so the failure is published, naming the grain (once).
   pid self = std::move(self_);
-  detail::cell_system(self.cell())
+  detail::cell_system(detail::cell_of(self))
       ->dead_letter(akt::message(), pid(), self, error(err.code(), grain_ + ": " + err.message()));
 }
 
@@ -205,7 +206,7 @@ void receive_context::fail(error err) {
 std::vector<pid> receive_context::children() const {
   std::vector<pid> out;
   if (const detail::cell_extras* x = receiver_->extras_if_any()) {
-    for (detail::actor_cell* c : x->children) out.push_back(pid::share(c));
+    for (detail::actor_cell* c : x->children) out.push_back(detail::share_pid(c));
   }
   return out;
 }
@@ -213,16 +214,16 @@ std::vector<pid> receive_context::children() const {
 result<pid> receive_context::child(std::string_view name) const {
   if (const detail::cell_extras* x = receiver_->extras_if_any()) {
     for (detail::actor_cell* c : x->children) {
-      if (c->name() == name && c->life() == detail::life_state::alive) return pid::share(c);
+      if (c->name() == name && c->life() == detail::life_state::alive) return detail::share_pid(c);
     }
   }
   return error(errc::actor_not_found, std::string(name));
 }
 
-pid receive_context::parent() const noexcept { return pid::share(receiver_->parent()); }
+pid receive_context::parent() const noexcept { return detail::share_pid(receiver_->parent()); }
 
 void receive_context::watch(const pid& target) {
-  detail::actor_cell* t = target.cell();
+  detail::actor_cell* t = detail::cell_of(target);
   if (t == nullptr || t == receiver_) return;
   auto& watching = receiver_->extras().watching;
   if (std::find(watching.begin(), watching.end(), t) != watching.end()) return;
@@ -232,7 +233,7 @@ void receive_context::watch(const pid& target) {
 }
 
 void receive_context::unwatch(const pid& target) {
-  detail::actor_cell* t = target.cell();
+  detail::actor_cell* t = detail::cell_of(target);
   detail::cell_extras* x = receiver_->extras_if_any();
   if (t == nullptr || x == nullptr) return;
   auto it = std::find(x->watching.begin(), x->watching.end(), t);
@@ -296,7 +297,7 @@ error receive_context::forward(const pid& to) {
   if (!to) return errc::empty_pid;
   // A clone from the target's shard carrying the payload, the original sender and the reply
   // route (so an asker gets its answer from `to`).
-  auto* env = static_cast<receive_context*>(detail::acquire_envelope(to.cell()));
+  auto* env = static_cast<receive_context*>(detail::acquire_envelope(detail::cell_of(to)));
   env->msg_ = std::move(msg_);
   if (sender_ != nullptr) {
     sender_->add_ref();
@@ -306,7 +307,7 @@ error receive_context::forward(const pid& to) {
   env->reply_closed_ = false;
   env->deadline_ns_ = deadline_ns_;
   env->flags_ = flags_;
-  return to.cell()->deliver(env);
+  return detail::cell_of(to)->deliver(env);
 }
 
 namespace {
@@ -316,7 +317,7 @@ class request_route final : public detail::reply_route {
  public:
   request_route(pid requester, std::uint64_t id) : requester_(std::move(requester)), id_(id) {}
   bool complete(result<akt::message>& value) noexcept override {
-    requester_.cell()->post_system(detail::request_reply{id_, std::move(value)});
+    detail::cell_of(requester_)->post_system(detail::request_reply{id_, std::move(value)});
     delete this;
     return true;
   }
@@ -353,12 +354,13 @@ request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
     env->flags_ |= flag_has_deadline;
     pid me = self();
     req.timer = self_cell->system()->timers_.schedule_after(
-        timeout, [me, id] { me.cell()->post_system(detail::request_expired{id}); });
+        timeout, [me, id] { detail::cell_of(me)->post_system(detail::request_expired{id}); });
   }
   self_cell->add_ref();
   env->sender_ = self_cell;
-  (void)to.cell()->deliver(static_cast<receive_context*>(e.release()));  // a refusal
-                                                                         // completes the route
+  (void)detail::cell_of(to)->deliver(
+      static_cast<receive_context*>(e.release()));  // a refusal
+                                                    // completes the route
   return request_handle(self_cell, id);
 }
 
@@ -425,52 +427,66 @@ error deliver(actor_cell* from, actor_cell* to, envelope_ptr e) noexcept {
   return to->deliver(env);
 }
 
-result<message> ask(actor_cell* to, envelope_ptr e, std::chrono::nanoseconds timeout,
-                    std::uint32_t extra_flags, bool deadline_travels) {
-  auto* env = static_cast<receive_context*>(e.get());  // e owns it until the delivery
-  context_access::receiver(*env) = to;
-  error refusal;
-  if (timeout <= std::chrono::nanoseconds::zero())
-    refusal = errc::invalid_timeout;
-  else if (!may_wait_for_reply())
-    refusal = errc::blocking_on_worker;
-  if (refusal) {
-    to->system()->dead_letter(*env, refusal);
-    return refusal;  // e recycles the envelope
-  }
+error ask_refusal(std::chrono::nanoseconds timeout) noexcept {
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (!may_wait_for_reply()) return errc::blocking_on_worker;
+  return {};
+}
+
+void begin_ask(actor_cell* to, receive_context& env, std::chrono::nanoseconds timeout,
+               std::uint32_t extra_flags, bool deadline_travels, pending_ask& p) {
+  context_access::receiver(env) = to;
   // A grain's acknowledged tell takes its slot from the ack-slot pool, on its envelope's shard
   // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
-  const bool pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
-  reply_slot* slot = pooled_slot ? acquire_ack_slot(env->home_shard()) : thread_reply_slot();
-  const std::int64_t deadline = now_ns() + timeout.count();  // the caller's wait: real time
-  context_access::reply(*env) = slot;
-  context_access::reply_closed(*env) = false;
-  context_access::flags(*env) |= envelope::flag_ask | extra_flags;
+  p.to = to;
+  p.pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
+  p.slot = p.pooled_slot ? acquire_ack_slot(env.home_shard()) : thread_reply_slot();
+  p.deadline = now_ns() + timeout.count();
+  context_access::reply(env) = p.slot;
+  context_access::reply_closed(env) = false;
+  context_access::flags(env) |= envelope::flag_ask | extra_flags;
   if (deadline_travels) {
     // The receiver compares it with the system's clock (virtual under manual time).
-    context_access::deadline(*env) = to->system()->timers_.now_ns() + timeout.count();
-    context_access::flags(*env) |= envelope::flag_has_deadline;
+    context_access::deadline(env) = to->system()->timers_.now_ns() + timeout.count();
+    context_access::flags(env) |= envelope::flag_has_deadline;
   }
-  (void)to->deliver(static_cast<receive_context*>(e.release()));  // a refusal completes
-                                                                  // the slot with its reason
-  dispatcher& d = to->system()->dispatcher_;
+}
+
+result<message> finish_ask(pending_ask& p) {
+  reply_slot* const slot = p.slot;
+  dispatcher& d = p.to->system()->dispatcher_;
   if (d.manual()) {
     // Deterministic mode: nobody else runs turns, so the asker does, until the reply is there.
-    while (!slot->ready() && now_ns() < deadline) {
+    while (!slot->ready() && now_ns() < p.deadline) {
       if (!d.run_one()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
   bool abandoned = false;
-  result<message> r = slot->await(deadline, abandoned);
+  result<message> r = slot->await(p.deadline, abandoned);
   // An abandoned slot belongs to its completer (who deletes it): a late ack must never land in
   // a slot that a later tell took from the pool.
   if (!abandoned) {
-    if (pooled_slot)
+    if (p.pooled_slot)
       return_ack_slot(slot);
     else
       return_thread_reply_slot(slot);
   }
   return r;
+}
+
+result<message> ask(actor_cell* to, envelope_ptr e, std::chrono::nanoseconds timeout,
+                    std::uint32_t extra_flags, bool deadline_travels) {
+  auto* env = static_cast<receive_context*>(e.get());  // e owns it until the delivery
+  if (error refusal = ask_refusal(timeout)) {
+    context_access::receiver(*env) = to;
+    to->system()->dead_letter(*env, refusal);
+    return refusal;  // e recycles the envelope
+  }
+  pending_ask p;
+  begin_ask(to, *env, timeout, extra_flags, deadline_travels, p);
+  (void)to->deliver(static_cast<receive_context*>(e.release()));  // a refusal completes
+                                                                  // the slot with its reason
+  return finish_ask(p);
 }
 
 std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& msgs,

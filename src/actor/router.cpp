@@ -175,8 +175,8 @@ router_actor::router_actor(router_options options, routee_factory factory)
 error router_actor::pre_start(actor_context& ctx) {
   routees_.reserve(options_.pool_size);
   for (std::size_t i = 0; i < options_.pool_size; ++i) {
-    result<pid> r = factory_(ctx.system(), ctx.self().cell(), "routee-" + std::to_string(i),
-                             options_.routee_supervisor);
+    result<pid> r = factory_(ctx.system(), detail::cell_of(ctx.self()),
+                             "routee-" + std::to_string(i), options_.routee_supervisor);
     if (!r)
       return error(r.error().code(), "routee-" + std::to_string(i) + ": " + r.error().message());
     routees_.push_back(std::move(*r));
@@ -260,7 +260,7 @@ void router_actor::to_all(receive_context& ctx) {
   actor_cell* sender = context_access::sender(ctx);
   for (std::size_t i = 0; i < last; ++i) {
     if (!routees_[i].alive()) continue;
-    actor_cell* to = routees_[i].cell();
+    actor_cell* to = detail::cell_of(routees_[i]);
     (void)deliver(sender, to, make_envelope(to, std::move(*ctx.message().try_clone())));
   }
   (void)ctx.forward(routees_[last]);
@@ -309,7 +309,7 @@ void router_actor::tail_chop(receive_context& ctx) {
 }
 
 void router_actor::refuse(receive_context& ctx, const error& why) {
-  cell_system(ctx.self().cell())->dead_letter(ctx, why);
+  cell_system(detail::cell_of(ctx.self()))->dead_letter(ctx, why);
 }
 
 bool router_actor::can_fan_out(receive_context& ctx, bool have_routees, std::string_view who) {

@@ -30,7 +30,7 @@ std::string describe(std::chrono::nanoseconds d) {
 
 result<schedule_ref> scheduler::add(std::shared_ptr<schedule_state> s, schedule_target to) {
   s->target = std::move(to.to);
-  s->sender = pid::share(to.from);
+  s->sender = detail::share_pid(to.from);
   s->sink = std::move(to.sink);
   s->label = std::move(to.label);
   s->owner = this;
@@ -153,8 +153,8 @@ void scheduler::deliver(schedule_state& s, message msg) {
   if (s.sink) {
     e = s.sink(std::move(msg));  // the sink publishes what it cannot deliver
   } else {
-    e = detail::deliver(s.sender.cell(), s.target.cell(),
-                        make_envelope(s.target.cell(), std::move(msg)));
+    e = detail::deliver(detail::cell_of(s.sender), detail::cell_of(s.target),
+                        make_envelope(detail::cell_of(s.target), std::move(msg)));
   }
   // A stopped target will never take another fire: end a repeating schedule to it.
   if (e == errc::dead && s.kind != schedule_kind::once) cancel(s);
@@ -219,7 +219,8 @@ void scheduler::cancel_owned_by(actor_cell* owner) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [id, s] : table_) {
-      if (s->sender.cell() == owner && s->target.cell() == owner) owned.push_back(s);
+      if (detail::cell_of(s->sender) == owner && detail::cell_of(s->target) == owner)
+        owned.push_back(s);
     }
   }
   for (auto& s : owned) cancel(*s);

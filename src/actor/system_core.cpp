@@ -42,8 +42,8 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
 
 void system_core::dead_letter(receive_context& env, const error& reason) noexcept {
   complete_reply(env, reason);
-  dead_letter(std::move(env.message()), pid::share(context_access::sender(env)),
-              pid::share(context_access::receiver(env)), reason);
+  dead_letter(std::move(env.message()), detail::share_pid(context_access::sender(env)),
+              detail::share_pid(context_access::receiver(env)), reason);
 }
 
 void system_core::dead_letter(message msg, pid sender, pid receiver, const error& reason) noexcept {
@@ -65,7 +65,7 @@ void system_core::complete_reply(receive_context& env, result<message> r) noexce
   context_access::reply_closed(env) = true;
   if (!s->complete(r) && r.has_value()) {
     // The asker gave up before the reply came: the reply itself is undeliverable.
-    dead_letter(std::move(*r), pid::share(context_access::receiver(env)), pid(),
+    dead_letter(std::move(*r), detail::share_pid(context_access::receiver(env)), pid(),
                 errc::request_timeout);
   }
 }

@@ -12,7 +12,9 @@ using list_ptr = std::shared_ptr<const std::vector<pid>>;
 
 // Stopping or stopped. An actor still in pre_start counts as live: it may subscribe itself there,
 // and messages sent to it wait for its start.
-bool gone(const pid& p) noexcept { return p.cell()->life() >= detail::life_state::stopping; }
+bool gone(const pid& p) noexcept {
+  return detail::cell_of(p)->life() >= detail::life_state::stopping;
+}
 }  // namespace
 
 topics::~topics() {
@@ -24,14 +26,14 @@ topics::~topics() {
 void topics::follow_stops() {
   std::call_once(follow_once_, [this] {
     stopped_sub_ = core_.events_->subscribe<actor_stopped>(
-        [this](const actor_stopped& e) { remove_everywhere(e.actor.cell()); });
+        [this](const actor_stopped& e) { remove_everywhere(detail::cell_of(e.actor)); });
   });
 }
 
 error topics::subscribe(const pid& subscriber, std::string_view topic) {
   if (!subscriber) return errc::empty_pid;
   if (topic.empty()) return error(errc::invalid_argument, "empty topic name");
-  if (detail::cell_system(subscriber.cell()) != &core_) {
+  if (detail::cell_system(detail::cell_of(subscriber)) != &core_) {
     return error(errc::invalid_argument, "the subscriber belongs to another actor system");
   }
   // Following stops first, then checking liveness under the lock, closes the gap with a stop
@@ -53,7 +55,7 @@ error topics::subscribe(const pid& subscriber, std::string_view topic) {
   *next = current;
   next->push_back(subscriber);
   old = std::exchange(it->second, std::move(next));
-  by_subscriber_[subscriber.cell()].emplace_back(topic);
+  by_subscriber_[detail::cell_of(subscriber)].emplace_back(topic);
   return {};
 }
 
@@ -76,7 +78,7 @@ error topics::unsubscribe(const pid& subscriber, std::string_view topic) {
     }
     old = std::exchange(it->second, std::move(next));
   }
-  auto rev = by_subscriber_.find(subscriber.cell());
+  auto rev = by_subscriber_.find(detail::cell_of(subscriber));
   if (rev != by_subscriber_.end()) {
     auto& names = rev->second;
     names.erase(std::find(names.begin(), names.end(), topic));
@@ -104,15 +106,16 @@ result<std::size_t> topics::publish(std::string_view topic, const message& msg, 
   std::vector<const detail::actor_cell*> stopped;
   for (const pid& to : *snapshot) {
     if (gone(to)) {
-      stopped.push_back(to.cell());
+      stopped.push_back(detail::cell_of(to));
       continue;
     }
-    const error err = detail::deliver(
-        sender.cell(), to.cell(), detail::make_envelope(to.cell(), std::move(*msg.try_clone())));
+    const error err =
+        detail::deliver(detail::cell_of(sender), detail::cell_of(to),
+                        detail::make_envelope(detail::cell_of(to), std::move(*msg.try_clone())));
     if (!err) {
       ++delivered;
     } else if (err == errc::dead) {
-      stopped.push_back(to.cell());  // stopped since the check above
+      stopped.push_back(detail::cell_of(to));  // stopped since the check above
     }
   }
   // Normally actor_stopped got there first; this covers a stop that raced with subscribe.
@@ -159,7 +162,7 @@ void topics::remove_everywhere_locked(const detail::actor_cell* cell,
     auto next = std::make_shared<std::vector<pid>>();
     next->reserve(current.size() - 1);
     for (const pid& p : current) {
-      if (p.cell() != cell) next->push_back(p);
+      if (detail::cell_of(p) != cell) next->push_back(p);
     }
     garbage.push_back(std::exchange(it->second, std::move(next)));
   }

@@ -14,7 +14,7 @@ namespace {
 
 void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
   if (after <= std::chrono::nanoseconds::zero()) return;
-  pid self = pid::share(cell);
+  pid self = detail::share_pid(cell);
   (void)cell->system()->timers_.schedule_after(after,
                                                [self] { (void)self.tell(grain_idle_check{}); });
 }
@@ -107,11 +107,11 @@ void grain_host_base::close_direct() noexcept {
 }
 
 error grain_host_base::pre_start(actor_context& ctx) {
-  error e = activate(ctx.system(), ctx.self().cell());
+  error e = activate(ctx.system(), detail::cell_of(ctx.self()));
   if (e) {
     // The cell destroys this host (and the directory link in it) when pre_start fails: leave
     // the directory first (grain_directory::activator::start).
-    layer_of(ctx.system()).withdraw(ctx.self().cell());
+    layer_of(ctx.system()).withdraw(detail::cell_of(ctx.self()));
     if (activation_error_ != nullptr) *activation_error_ = e;
   }
   return e;
@@ -167,7 +167,7 @@ void grain_host_base::stop_timers() noexcept {
 void grain_host_base::post_stop(actor_context& ctx) {
   // Normally the instance is gone by now (deactivated). It is still here when the cell was
   // stopped some other way.
-  deactivate_for_stop(ctx.system(), ctx.self().cell());
+  deactivate_for_stop(ctx.system(), detail::cell_of(ctx.self()));
 }
 
 void grain_host_base::receive(receive_context& ctx) {

@@ -107,7 +107,7 @@ grain_stats stats_of(actor_system& sys, const grain_identity& id) {
   pid p = detail::layer_of(sys).find_active(id.str());
   if (!p) return s;
   s.active = true;
-  s.processed = p.cell()->processed();
+  s.processed = detail::cell_of(p)->processed();
   return s;
 }
 

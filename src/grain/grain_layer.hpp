@@ -220,7 +220,7 @@ class grain_layer final : public system_extension {
     struct take final : grain_directory::visitor {
       pid p;
       error visit(actor_cell* cell) override {
-        p = pid::share(cell);
+        p = detail::share_pid(cell);
         return {};
       }
     } t;
@@ -244,7 +244,7 @@ class grain_layer final : public system_extension {
     // activation that leaves its gate after this scan (both under the shard's lock) sees
     // closing_ set, and one that left it before is in the scan. A grain found by both gets two
     // markers; the second finds it deactivated.
-    for (const pid& p : directory_->active()) post_marker(p.cell());
+    for (const pid& p : directory_->active()) post_marker(detail::cell_of(p));
     if (core_->dispatcher_.manual()) {  // deterministic mode: this thread runs the grains' turns
       while (!directory_->none_left() && std::chrono::steady_clock::now() < deadline) {
         if (!core_->dispatcher_.run_one())
@@ -257,7 +257,7 @@ class grain_layer final : public system_extension {
       const std::vector<pid> left = directory_->active();
       std::string names;
       for (std::size_t i = 0; i < left.size() && i < 8; ++i)
-        names.append(names.empty() ? "" : ", ").append(left[i].cell()->path());
+        names.append(names.empty() ? "" : ", ").append(detail::cell_of(left[i])->path());
       if (left.empty()) names = "activations still in progress";
       timed_out = true;
       problems.push_back(std::to_string(left.size()) +
@@ -284,7 +284,7 @@ class grain_layer final : public system_extension {
   std::vector<grain_identity> active() {
     std::vector<grain_identity> out;
     for (const pid& p : directory_->active()) {
-      const std::string_view key = p.cell()->path();
+      const std::string_view key = detail::cell_of(p)->path();
       const auto slash = key.rfind('/');
       out.push_back({std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))});
     }

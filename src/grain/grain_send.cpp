@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
 #include "actor/name_registry.hpp"
 #include "akt/actor/detail/pipe.hpp"
@@ -32,19 +33,33 @@ error reserve(actor_cell* cell, const grain_identity& id) {
 }
 
 // The activation for id (activating it if needed), with room reserved in a bounded mailbox.
+// The reservation is taken inside the visit, under the directory's shard lock: only there is
+// the host known to be alive. A pid alone keeps the cell, not the host, which an idle
+// deactivation may destroy as soon as the lock is released. For requests (non-blocking), whose
+// delivery comes later: if an idle deactivation ends the activation before that delivery, the
+// request is refused (the continuation gets the error, the message is a dead letter). One-way
+// tells and blocking asks deliver under the lock instead and never meet that refusal.
 result<pid> reach(grain_layer& layer, const grain_identity& id) {
   auto kind = layer.find_kind(id.kind);
   if (!kind) return kind.error();
-  auto p = layer.acquire(*kind, id.name, nullptr);
-  if (!p) return p;
-  if (error e = reserve(p->cell(), id)) return e;
-  return p;
+  struct take_reserved final : grain_directory::visitor {
+    const grain_identity& id;
+    pid p;
+    explicit take_reserved(const grain_identity& i) : id(i) {}
+    error visit(actor_cell* cell) override {
+      if (error e = reserve(cell, id)) return e;
+      p = detail::share_pid(cell);
+      return {};
+    }
+  } v(id);
+  if (error e = layer.visit(*kind, id.name, nullptr, v)) return e;
+  return std::move(v.p);
 }
 
 // An envelope to `to` holding msg (owned until it is delivered).
 envelope_ptr envelope_for(actor_cell* to, message msg) { return make_envelope(to, std::move(msg)); }
 envelope_ptr envelope_for(const pid& to, message msg) {
-  return make_envelope(to.cell(), std::move(msg));
+  return make_envelope(detail::cell_of(to), std::move(msg));
 }
 
 // Publishes a message refused before its enqueue as a dead letter naming the grain: always for
@@ -53,22 +68,54 @@ envelope_ptr envelope_for(const pid& to, message msg) {
 void publish_refused(system_core* core, message& msg, actor_cell* sender, const grain_identity& id,
                      const error& e, bool publish_all = false) {
   if (!publish_all && e.code() != errc::mailbox_full) return;
-  core->dead_letter(std::move(msg), pid::share(sender), pid(),
+  core->dead_letter(std::move(msg), detail::share_pid(sender), pid(),
                     error(e.code(), id.str() + ": " + e.message()));
 }
 
-// The activation for id and an envelope to it holding msg. A message refused later (at
-// delivery) keeps its reservation: such refusals come only from a closing activation, whose
-// counter goes with it.
-result<std::pair<pid, envelope_ptr>> address(system_core* core, const grain_identity& id,
-                                             message msg, actor_cell* sender) {
-  auto p = reach(layer_of(core), id);
-  if (!p) {
-    publish_refused(core, msg, sender, id, p.error());
-    return p.error();
+// A blocking ask (or acknowledged tell, with flag_grain_ack and no travelling deadline) to the
+// identity's activation. Delivered while the directory holds the activation, like a one-way
+// tell: delivered after the lookup instead, an idle deactivation could end the activation in
+// between (its mailbox still empty) and the ask would be refused by a closed cell although
+// the grain, being virtual, is always reachable. Only the wait is outside the lock. sender
+// (may be null) is named in the dead letter of a refusal.
+result<message> ask_activation(system_core* core, const grain_identity& id, message msg,
+                               actor_cell* sender, std::chrono::nanoseconds timeout,
+                               std::uint32_t extra_flags, bool deadline_travels) {
+  if (error e = ask_refusal(timeout)) return e;
+  grain_layer& layer = layer_of(core);
+  auto kind = layer.find_kind(id.kind);
+  struct enqueue_ask final : grain_directory::visitor {
+    const grain_identity& id;
+    message& msg;
+    std::chrono::nanoseconds timeout;
+    std::uint32_t flags;
+    bool deadline_travels;
+    pending_ask ask;
+    receive_context* refused = nullptr;  // to deliver (and be refused) outside the lock
+    pid refused_by;
+    enqueue_ask(const grain_identity& i, message& m, std::chrono::nanoseconds t, std::uint32_t f,
+                bool d)
+        : id(i), msg(m), timeout(t), flags(f), deadline_travels(d) {}
+    error visit(actor_cell* cell) override {
+      if (error e = reserve(cell, id)) return e;
+      envelope_ptr owned = envelope_for(cell, std::move(msg));
+      auto* env = static_cast<receive_context*>(owned.get());
+      begin_ask(cell, *env, timeout, flags, deadline_travels, ask);
+      owned.release();
+      if (cell->deliver_if_open(env)) return {};
+      refused = env;
+      refused_by = detail::share_pid(cell);
+      return {};
+    }
+  } v(id, msg, timeout, extra_flags, deadline_travels);
+  error e = kind ? layer.visit(*kind, id.name, nullptr, v) : kind.error();
+  if (e) {
+    publish_refused(core, msg, sender, id, e);
+    return e;
   }
-  envelope_ptr env = envelope_for(*p, std::move(msg));
-  return std::make_pair(std::move(*p), std::move(env));
+  // A closed cell refuses it with its dead letter and completes the slot with the reason.
+  if (v.refused != nullptr) (void)detail::cell_of(v.refused_by)->deliver(v.refused);
+  return finish_ask(v.ask);
 }
 
 // A one-way tell: the message goes into the mailbox while the directory holds the activation
@@ -102,7 +149,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
       if (route != nullptr) remember(cell);
       if (cell->deliver_if_open(env)) return {};
       refused = env;
-      refused_by = pid::share(cell);
+      refused_by = detail::share_pid(cell);
       return {};
     }
     // Under the directory's lock: the host is alive.
@@ -113,7 +160,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
         route->cell = pid();  // dormant or ending: ask the directory next time too
         return;
       }
-      if (route->cell.cell() != cell) route->cell = pid::share(cell);
+      if (detail::cell_of(route->cell) != cell) route->cell = detail::share_pid(cell);
       route->direct = &direct;
       route->generation = static_cast<std::uint32_t>(d >> 32);
     }
@@ -130,7 +177,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
     publish_refused(core, msg, sender, id, e, publish_all);
     return e;
   }
-  if (v.refused != nullptr) return v.refused_by.cell()->deliver(v.refused);
+  if (v.refused != nullptr) return detail::cell_of(v.refused_by)->deliver(v.refused);
   return {};
 }
 
@@ -139,7 +186,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
 // is empty or stale (nothing was sent; msg is untouched); true when sent or refused (`out`).
 bool direct_send(const grain_identity& id, message& msg, grain_route& route, actor_cell* sender,
                  error& out) {
-  actor_cell* const cell = route.cell.cell();
+  actor_cell* const cell = detail::cell_of(route.cell);
   if (cell == nullptr) return false;
   // Not through the host: it may be gone (the cell stopped); the word is the cell's.
   std::atomic<std::uint64_t>& direct = *route.direct;
@@ -178,11 +225,7 @@ error deliver_from_runtime(system_core* core, const grain_identity& id, message 
 
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
                                   std::chrono::nanoseconds timeout) {
-  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
-  if (!may_wait_for_reply()) return errc::blocking_on_worker;
-  auto a = address(detail::core_of(sys), id, std::move(msg), nullptr);
-  if (!a) return a.error();
-  return ask(a->first.cell(), std::move(a->second), timeout);
+  return ask_activation(detail::core_of(sys), id, std::move(msg), nullptr, timeout, 0, true);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
@@ -190,10 +233,8 @@ error tell_grain_message(actor_system& sys, const grain_identity& id, message ms
   if (opts.one_way) return tell_one_way(detail::core_of(sys), id, std::move(msg), sender);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
-  auto a = address(detail::core_of(sys), id, std::move(msg), sender);
-  if (!a) return a.error();
-  result<message> r =
-      ask(a->first.cell(), std::move(a->second), opts.timeout, envelope::flag_grain_ack, false);
+  result<message> r = ask_activation(detail::core_of(sys), id, std::move(msg), sender, opts.timeout,
+                                     envelope::flag_grain_ack, false);
   return r ? error() : r.error();
 }
 
@@ -206,27 +247,19 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
     return error(errc::blocking_on_worker,
                  "a blocking ask from a grain in the deterministic mode (use request_grain)");
   }
-  actor_cell* to = nullptr;
-  envelope_ptr e;
-  pid target;
-  if (grain != nullptr) {
-    if (grain->str() == self->path())
-      return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
-    auto a = address(core, *grain, std::move(msg), self);
-    if (!a) return a.error();
-    target = std::move(a->first);
-    e = std::move(a->second);
-  } else {
+  if (grain != nullptr && grain->str() == self->path())
+    return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
+  if (grain == nullptr) {
     if (actor == nullptr || !*actor) return errc::empty_pid;
-    if (actor->cell() == self)
+    if (detail::cell_of(*actor) == self)
       return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
-    target = *actor;
-    e = envelope_for(target, std::move(msg));
   }
-  to = target.cell();
   // The wait is bounded by timeout: allowed on this worker for this one call.
   const bool before = std::exchange(bounded_wait_allowed, true);
-  result<message> r = ask(to, std::move(e), timeout);
+  result<message> r =
+      grain != nullptr
+          ? ask_activation(core, *grain, std::move(msg), self, timeout, 0, true)
+          : ask(detail::cell_of(*actor), envelope_for(*actor, std::move(msg)), timeout);
   bounded_wait_allowed = before;
   return r;
 }

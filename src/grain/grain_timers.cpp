@@ -44,10 +44,10 @@ result<std::string> grain_timer(grain_host_base* host, message msg, const timer_
   target.label = std::string(cell->path()) + " (timer " + ref + ")";  // path: kind/name
   // The tick goes to this cell only (never activates the grain again); a strong reference
   // keeps the cell while the timer lives, and stop_timers cancels it on deactivation.
-  target.sink = [to = pid::share(cell), generation = grain_host_access::generation(*host),
+  target.sink = [to = detail::share_pid(cell), generation = grain_host_access::generation(*host),
                  keep = options.keep_alive](message m) {
-    return deliver(nullptr, to.cell(),
-                   make_envelope(to.cell(), grain_tick{generation, keep, std::move(m)}));
+    return deliver(nullptr, detail::cell_of(to),
+                   make_envelope(detail::cell_of(to), grain_tick{generation, keep, std::move(m)}));
   };
   result<schedule_ref> r = schedule(core->scheduler_, std::move(target), std::move(msg), spec);
   if (!r) return r.error();

@@ -66,7 +66,7 @@ class local_grain_directory final : public grain_directory {
     std::lock_guard<std::mutex> lock(s.mutex);
     directory_link* l = s.find(key, h);
     if (l == nullptr || l->gate) return pid();
-    return pid::share(l->cell);
+    return detail::share_pid(l->cell);
   }
 
   bool release(actor_cell* cell, bool require_empty) override {
@@ -97,7 +97,7 @@ class local_grain_directory final : public grain_directory {
       std::lock_guard<std::mutex> lock(s.mutex);
       for (directory_link* head : s.buckets) {
         for (directory_link* l = head; l != nullptr; l = l->next) {
-          if (!l->gate) out.push_back(pid::share(l->cell));
+          if (!l->gate) out.push_back(detail::share_pid(l->cell));
         }
       }
     }
@@ -183,7 +183,7 @@ class local_grain_directory final : public grain_directory {
     l->hash = h;
     l->gate = gate;
     s.insert(l);
-    pid self = pid::share(cell);  // keeps the cell while the lock is released
+    pid self = detail::share_pid(cell);  // keeps the cell while the lock is released
 
     lock.unlock();  // the activation runs user code: never under the directory lock
     error failed = how.start(cell);

@@ -80,7 +80,7 @@ probe::~probe() {
   // Nobody else runs turns in deterministic mode: run them here until the probe is gone.
   (void)self_.stop();
   const auto deadline = std::chrono::steady_clock::now() + k_stop_timeout;
-  while (self_.cell()->life() != akt::detail::life_state::dead &&
+  while (akt::detail::cell_of(self_)->life() != akt::detail::life_state::dead &&
          std::chrono::steady_clock::now() < deadline) {
     if (!system_.step()) std::this_thread::sleep_for(k_manual_poll);
   }
@@ -145,8 +145,8 @@ error probe::unwatch(const pid& target) {
 error probe::send(const pid& to, message msg) {
   if (start_error_) return start_error_;
   if (!to) return errc::empty_pid;
-  return akt::detail::deliver(self_.cell(), to.cell(),
-                              akt::detail::make_envelope(to.cell(), std::move(msg)));
+  return akt::detail::deliver(akt::detail::cell_of(self_), akt::detail::cell_of(to),
+                              akt::detail::make_envelope(akt::detail::cell_of(to), std::move(msg)));
 }
 
 error probe::reply(message msg) {

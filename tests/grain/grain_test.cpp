@@ -9,6 +9,7 @@
 #include "support/test_support.hpp"
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -738,6 +739,45 @@ TEST(Grain_Lifecycle, MessagesArrivingDuringDeactivationReachAFreshActivationInO
   for (long i = 1; i <= 20; ++i)
     EXPECT_EQ(f.p->seen[i], i * 100 + 2) << "handled by the second activation, in order";
   EXPECT_EQ(f.p->deactivations.load(), 1);
+}
+
+TEST(Grain_Lifecycle, AcknowledgedSendsRacingIdleDeactivationsAreAllHandled) {
+  // Deactivations every millisecond of idleness, and a bounded mailbox, so every send takes a
+  // reservation on the host of an activation that may be going. The reservation must be taken
+  // while the directory still holds that host (a pid keeps the cell alive, not the host): this
+  // test crashed, or failed under ASan, when it was taken after the directory's lock.
+  fixture f("g-ack-vs-idle", {.mailbox_capacity = 64, .deactivate_after = 1ms});
+  const auto id = f.id("racy");
+  constexpr int k_threads = 3;
+  constexpr int k_each = 300;
+  std::atomic<int> acknowledged{0};
+  std::atomic<int> unexpected{0};
+  std::barrier gap(k_threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < k_threads; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < k_each; ++i) {
+        akt::error e = akt::tell_grain(f.sys, id, add{1}, {.timeout = 10s});
+        if (!e) {
+          acknowledged++;
+        } else if (e.code() != errc::mailbox_full) {
+          unexpected++;
+        }
+        // Every eight sends all senders pause together, so the grain goes idle and its
+        // deactivation races the burst that follows.
+        if (i % 8 == 7) {
+          gap.arrive_and_wait();
+          std::this_thread::sleep_for(4ms);
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(unexpected.load(), 0) << "a grain is always reachable: no send meets a closed cell";
+  std::lock_guard<std::mutex> lock(f.p->mutex);
+  EXPECT_EQ(static_cast<int>(f.p->seen.size()), acknowledged.load())
+      << "every acknowledged add was handled, and nothing else";
+  EXPECT_GT(f.p->deactivations.load(), 0) << "the race was exercised";
 }
 
 // ---- shutdown ----

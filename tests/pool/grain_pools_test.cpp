@@ -254,7 +254,7 @@ struct running_system {
 
 TEST(GrainEnvelopePool, GrainCellsAreStampedFromTheGrainPool) {
   running_system rs("grain_pools_stamp");
-  akt::detail::actor_cell* actor = rs.recorder.cell();
+  akt::detail::actor_cell* actor = akt::detail::cell_of(rs.recorder);
   ASSERT_NE(actor, nullptr);
   EXPECT_FALSE(actor->is_grain());
   EXPECT_EQ(actor->home_shard() & k_grain_pool_tag, 0u);
@@ -262,9 +262,10 @@ TEST(GrainEnvelopePool, GrainCellsAreStampedFromTheGrainPool) {
 
   const akt::pid g = rs.activation(rs.grain("stamp"));
   ASSERT_TRUE(g);
-  ASSERT_TRUE(g.cell()->is_grain());
-  EXPECT_EQ(g.cell()->home_shard() & k_grain_pool_tag, k_grain_pool_tag);
-  EXPECT_LT(g.cell()->home_shard() & ~k_grain_pool_tag, grain_envelope_pool().shard_count());
+  ASSERT_TRUE(akt::detail::cell_of(g)->is_grain());
+  EXPECT_EQ(akt::detail::cell_of(g)->home_shard() & k_grain_pool_tag, k_grain_pool_tag);
+  EXPECT_LT(akt::detail::cell_of(g)->home_shard() & ~k_grain_pool_tag,
+            grain_envelope_pool().shard_count());
 }
 
 TEST(GrainEnvelopePool, MessagesToAGrainRideInGrainEnvelopes) {
@@ -272,7 +273,7 @@ TEST(GrainEnvelopePool, MessagesToAGrainRideInGrainEnvelopes) {
   const akt::grain_identity id = rs.grain("route");
   const akt::pid g = rs.activation(id);
   ASSERT_TRUE(g);
-  const std::uint32_t shard = g.cell()->home_shard() & ~k_grain_pool_tag;
+  const std::uint32_t shard = akt::detail::cell_of(g)->home_shard() & ~k_grain_pool_tag;
   drained_shard<receive_context> dg(grain_envelope_pool(), shard);
   drained_shard<receive_context> da(envelope_pool(), shard);
   for (int i = 0; i < 16; ++i) ASSERT_FALSE(akt::tell_grain(rs.sys, id, ping{}));
@@ -320,7 +321,7 @@ TEST(AckSlotPool, CompletedAcknowledgedTellReturnsItsSlotToItsShard) {
   const akt::pid g = rs.activation(id);
   ASSERT_TRUE(g);
   auto& pool = ack_slot_pool();
-  const std::uint32_t shard = g.cell()->home_shard() & (pool.shard_count() - 1);
+  const std::uint32_t shard = akt::detail::cell_of(g)->home_shard() & (pool.shard_count() - 1);
   drained_shard<reply_slot> drained(pool, shard);
   std::vector<std::size_t> others;
   for (std::uint32_t s = 0; s < pool.shard_count(); ++s) others.push_back(pool.shard_size(s));
@@ -356,7 +357,7 @@ TEST(AckSlotPool, SlotAbandonedOnTimeoutIsNeverReturned) {
   const akt::pid g = rs.activation(id);
   ASSERT_TRUE(g);
   auto& pool = ack_slot_pool();
-  const std::uint32_t shard = g.cell()->home_shard() & (pool.shard_count() - 1);
+  const std::uint32_t shard = akt::detail::cell_of(g)->home_shard() & (pool.shard_count() - 1);
   drained_shard<reply_slot> drained(pool, shard);
   ASSERT_FALSE(akt::tell_grain(rs.sys, id, ping{}));
   ASSERT_EQ(pool.shard_size(shard), 1u);  // one rearmed slot at rest

@@ -393,7 +393,8 @@ class [[nodiscard]] delay_awaitable {
 
 template <class R, class T>
 ask_awaitable<R> async_context::ask(const pid& to, T&& msg, std::chrono::nanoseconds timeout) {
-  envelope_ptr env = to ? detail::make_envelope(to.cell(), std::forward<T>(msg)) : nullptr;
+  envelope_ptr env =
+      to ? detail::make_envelope(detail::cell_of(to), std::forward<T>(msg)) : nullptr;
   return ask_awaitable<R>(this, to, std::move(env), timeout);
 }
 

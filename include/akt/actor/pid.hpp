@@ -27,7 +27,10 @@ class actor_system;
 // messages, which are then published as dead letters.
 struct poison_pill {};
 
+class pid;
 namespace detail {
+actor_cell* cell_of(const pid& p) noexcept;
+pid adopt_pid(actor_cell* c) noexcept;
 void add_ref(actor_cell* c) noexcept;
 void release(actor_cell* c) noexcept;
 // An envelope from the receiver's home shard, ready to be filled; never null. Prefer
@@ -147,22 +150,27 @@ class pid {
   friend bool operator!=(const pid& a, const pid& b) noexcept { return a.cell_ != b.cell_; }
   std::size_t hash() const noexcept { return std::hash<const void*>{}(cell_); }
 
-  // Internal: adopts a reference the caller already holds.
-  static pid adopt(detail::actor_cell* c) noexcept {
-    pid p;
-    p.cell_ = c;
-    return p;
-  }
-  // Internal: takes a new reference.
-  static pid share(detail::actor_cell* c) noexcept {
-    if (c) detail::add_ref(c);
-    return adopt(c);
-  }
-  detail::actor_cell* cell() const noexcept { return cell_; }
-
  private:
+  friend detail::actor_cell* detail::cell_of(const pid& p) noexcept;
+  friend pid detail::adopt_pid(detail::actor_cell* c) noexcept;
   detail::actor_cell* cell_ = nullptr;
 };
+
+namespace detail {
+// akt's own access to the cell behind a pid (the runtime's handle); not for users.
+inline actor_cell* cell_of(const pid& p) noexcept { return p.cell_; }
+// A pid that adopts a reference the caller already holds.
+inline pid adopt_pid(actor_cell* c) noexcept {
+  pid p;
+  p.cell_ = c;
+  return p;
+}
+// A pid that takes a new reference.
+inline pid share_pid(actor_cell* c) noexcept {
+  if (c) add_ref(c);
+  return adopt_pid(c);
+}
+}  // namespace detail
 
 }  // namespace akt
 

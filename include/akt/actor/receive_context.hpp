@@ -178,9 +178,9 @@ class alignas(64) receive_context final : public envelope {
     return msg_.is<T>();
   }
 
-  pid self() const noexcept { return pid::share(receiver_); }
+  pid self() const noexcept { return detail::share_pid(receiver_); }
   // The sending actor; empty when the message came from outside any actor.
-  pid sender() const noexcept { return pid::share(sender_); }
+  pid sender() const noexcept { return detail::share_pid(sender_); }
   // True when the sender waits for a reply (an ask).
   bool expects_reply() const noexcept { return reply_ != nullptr; }
   // The ask's deadline, if the message is an ask with a timeout.
@@ -211,8 +211,8 @@ class alignas(64) receive_context final : public envelope {
   template <class T>
   error tell(const pid& to, T&& msg) {
     if (!to) return errc::empty_pid;
-    return detail::deliver(receiver_, to.cell(),
-                           detail::make_envelope(to.cell(), std::forward<T>(msg)));
+    return detail::deliver(receiver_, detail::cell_of(to),
+                           detail::make_envelope(detail::cell_of(to), std::forward<T>(msg)));
   }
 
   // Declares the message unhandled: it is published as an unhandled_message event and a dead
@@ -333,7 +333,8 @@ error receive_context::pipe_to(const pid& to, F&& task, std::chrono::nanoseconds
 template <class R, class T, class F>
 request_handle receive_context::request(const pid& to, T&& msg, std::chrono::nanoseconds timeout,
                                         F&& then, request_options options) {
-  envelope_ptr env = to ? detail::make_envelope(to.cell(), std::forward<T>(msg)) : nullptr;
+  envelope_ptr env =
+      to ? detail::make_envelope(detail::cell_of(to), std::forward<T>(msg)) : nullptr;
   return request_erased(
       to, std::move(env), timeout,
       [f = std::forward<F>(then)](receive_context& ctx, result<akt::message> reply) mutable {
