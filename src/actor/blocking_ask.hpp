@@ -19,10 +19,13 @@ namespace akt {
 class receive_context;
 namespace detail {
 class actor_cell;
+class dispatcher;
 class reply_slot;
 
 struct pending_ask {
-  actor_cell* to = nullptr;
+  // The system's dispatcher, not the receiver's cell: once delivered, the ask holds no reference
+  // on its receiver, which may be destroyed (a grain deactivated) before finish_ask runs.
+  dispatcher* turns = nullptr;
   reply_slot* slot = nullptr;
   bool pooled_slot = false;
   std::int64_t deadline = 0;  // the asker's wait, real time (now_ns)

@@ -438,7 +438,7 @@ void begin_ask(actor_cell* to, receive_context& env, std::chrono::nanoseconds ti
   context_access::receiver(env) = to;
   // A grain's acknowledged tell takes its slot from the ack-slot pool, on its envelope's shard
   // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
-  p.to = to;
+  p.turns = &to->system()->dispatcher_;
   p.pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
   p.slot = p.pooled_slot ? acquire_ack_slot(env.home_shard()) : thread_reply_slot();
   p.deadline = now_ns() + timeout.count();
@@ -454,7 +454,7 @@ void begin_ask(actor_cell* to, receive_context& env, std::chrono::nanoseconds ti
 
 result<message> finish_ask(pending_ask& p) {
   reply_slot* const slot = p.slot;
-  dispatcher& d = p.to->system()->dispatcher_;
+  dispatcher& d = *p.turns;
   if (d.manual()) {
     // Deterministic mode: nobody else runs turns, so the asker does, until the reply is there.
     while (!slot->ready() && now_ns() < p.deadline) {
