@@ -18,18 +18,21 @@ namespace detail {
 
 namespace {
 
+// Takes a place in a bounded mailbox of capacity cap whose counter is q (no-op when unbounded).
+error reserve(std::atomic<std::int64_t>& q, std::uint32_t cap, const grain_identity& id) {
+  if (cap == 0) return {};
+  if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
+    q.fetch_sub(1, std::memory_order_acq_rel);
+    return error(errc::mailbox_full,
+                 id.str() + " has " + std::to_string(cap) + " messages waiting");
+  }
+  return {};
+}
+
 // Takes a place in the activation's bounded mailbox (no-op when unbounded).
 error reserve(actor_cell* cell, const grain_identity& id) {
   grain_host_base& host = grain_host_access::of(cell);
-  if (const std::size_t cap = grain_host_access::mailbox_capacity(host); cap != 0) {
-    auto& q = grain_host_access::queued(host);
-    if (q.fetch_add(1, std::memory_order_acq_rel) >= static_cast<std::int64_t>(cap)) {
-      q.fetch_sub(1, std::memory_order_acq_rel);
-      return error(errc::mailbox_full,
-                   id.str() + " has " + std::to_string(cap) + " messages waiting");
-    }
-  }
-  return {};
+  return reserve(grain_host_access::queued(host), grain_host_access::mailbox_capacity(host), id);
 }
 
 // The activation for id (activating it if needed), with room reserved in a bounded mailbox.
@@ -162,6 +165,9 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
       }
       if (detail::cell_of(route->cell) != cell) route->cell = detail::share_pid(cell);
       route->direct = &direct;
+      grain_host_base& host = grain_host_access::of(cell);
+      route->queued = &grain_host_access::queued(host);
+      route->capacity = grain_host_access::mailbox_capacity(host);
       route->generation = static_cast<std::uint32_t>(d >> 32);
     }
   } v(id, msg, sender, route);
@@ -197,7 +203,7 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
     return false;
   }
   receive_context* refused = nullptr;
-  out = reserve(cell, id);
+  out = reserve(*route.queued, route.capacity, id);
   if (!out) {
     auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)).release());
     if (sender != nullptr) {
