@@ -62,6 +62,26 @@ std::string_view to_string(errc code) noexcept {
       return "grain_timers_stopped";
     case errc::duplicate_type_name:
       return "duplicate_type_name";
+    case errc::not_serializable:
+      return "not_serializable";
+    case errc::decode_failed:
+      return "decode_failed";
+    case errc::type_id_collision:
+      return "type_id_collision";
+    case errc::invalid_address:
+      return "invalid_address";
+    case errc::remoting_disabled:
+      return "remoting_disabled";
+    case errc::unreachable:
+      return "unreachable";
+    case errc::connection_lost:
+      return "connection_lost";
+    case errc::node_lost:
+      return "node_lost";
+    case errc::window_full:
+      return "window_full";
+    case errc::protocol_error:
+      return "protocol_error";
   }
   return "unknown";
 }

@@ -53,6 +53,16 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::reentrancy_in_flight_limit, "reentrancy_in_flight_limit"},
       {errc::grain_timers_stopped, "grain_timers_stopped"},
       {errc::duplicate_type_name, "duplicate_type_name"},
+      {errc::not_serializable, "not_serializable"},
+      {errc::decode_failed, "decode_failed"},
+      {errc::type_id_collision, "type_id_collision"},
+      {errc::invalid_address, "invalid_address"},
+      {errc::remoting_disabled, "remoting_disabled"},
+      {errc::unreachable, "unreachable"},
+      {errc::connection_lost, "connection_lost"},
+      {errc::node_lost, "node_lost"},
+      {errc::window_full, "window_full"},
+      {errc::protocol_error, "protocol_error"},
   };
   return codes;
 }

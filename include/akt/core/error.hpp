@@ -41,6 +41,17 @@ enum class errc : std::uint8_t {
   reentrancy_in_flight_limit,  // a grain already has its maximum of requests in flight
   grain_timers_stopped,        // a grain timer was asked for while the activation ends
   duplicate_type_name,         // another type already registered that stable type name
+  // Remoting
+  not_serializable,   // no serializer is registered for the message's type
+  decode_failed,      // a received payload could not be decoded into its registered type
+  type_id_collision,  // two stable type names hash to the same wire id
+  invalid_address,    // an actor address does not parse (akt://system@host:port/path)
+  remoting_disabled,  // the system was configured without remoting
+  unreachable,        // not delivered: the peer could not be reached (safe to send again)
+  connection_lost,    // the connection failed after the message was sent: it may have run
+  node_lost,          // the peer node was declared lost (heartbeats, or down past the grace)
+  window_full,        // the outbound window to the peer is full (back-pressure)
+  protocol_error,     // a peer broke the wire protocol (bad frame, version, handshake)
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).

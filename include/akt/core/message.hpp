@@ -91,6 +91,8 @@ struct message_ops {
                                         &address};
 };
 
+struct message_access;
+
 }  // namespace detail
 
 class message {
@@ -168,6 +170,7 @@ class message {
   }
 
  private:
+  friend struct detail::message_access;
   template <class T, class... Args>
   void construct(Args&&... args) {
     static_assert(!std::is_reference_v<T> && !std::is_array_v<T>);
@@ -192,5 +195,13 @@ class message {
 };
 
 static_assert(sizeof(message) == 64, "a message is one cache line");
+
+namespace detail {
+// akt's own access to a message's type (the serializers of the remote module find a message's
+// serializer by it); not for users.
+struct message_access {
+  static const message_vtable* vtable(const message& m) noexcept { return m.vt_; }
+};
+}  // namespace detail
 
 }  // namespace akt
