@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <akt/testkit/manual_time.hpp>
+
 #include "actor/actor_test_support.hpp"
 
 namespace akt::test {
@@ -26,21 +28,28 @@ class ticker : public akt::actor {
   std::atomic<int>* ticks_;
 };
 
+// One worker, timers on a virtual clock: akt::testkit::advance moves it by exact amounts and
+// returns once every fire it caused has been handled, so counts can be asserted exactly.
+system_config manual_clock() { return {.workers = 1, .manual_time = true}; }
+
 TEST(Schedule_Once, FiresOnceAfterTheDelay) {
   std::atomic<int> ticks{0};
-  actor_system sys("once", {.workers = 1});
+  actor_system sys("once", manual_clock());
   ASSERT_TRUE(sys.start());
   auto t = sys.spawn<ticker>("t", &ticks);
   ASSERT_TRUE(t);
-  const auto t0 = std::chrono::steady_clock::now();
   auto r = sys.schedule_once(*t, tick{1}, std::chrono::milliseconds(30));
   ASSERT_TRUE(r);
-  ASSERT_TRUE(eventually([&] { return ticks.load() == 1; }));
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(30));
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  EXPECT_EQ(ticks.load(), 1);
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(29)));
+  EXPECT_EQ(ticks.load(), 0) << "fired before the delay";
+  EXPECT_TRUE(r->active());
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(1)));
+  EXPECT_EQ(ticks.load(), 1) << "not fired (and handled) at the delay";
   EXPECT_FALSE(r->active());
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::hours(1)));
+  EXPECT_EQ(ticks.load(), 1) << "a one-shot fired again";
   EXPECT_FALSE(r->cancel());
+  EXPECT_TRUE(sys.schedules().empty());
 }
 
 TEST(Schedule_Once, NonPositiveDelayFiresAtOnce) {
@@ -55,56 +64,76 @@ TEST(Schedule_Once, NonPositiveDelayFiresAtOnce) {
 
 TEST(Schedule_Interval, FiresRepeatedlyUntilCancelled) {
   std::atomic<int> ticks{0};
-  actor_system sys("interval", {.workers = 1});
+  actor_system sys("interval", manual_clock());
   ASSERT_TRUE(sys.start());
   auto t = sys.spawn<ticker>("t", &ticks);
   ASSERT_TRUE(t);
   auto r = sys.schedule(*t, tick{0}, std::chrono::milliseconds(10));
   ASSERT_TRUE(r);
-  ASSERT_TRUE(eventually([&] { return ticks.load() >= 3; }));
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(9)));
+  EXPECT_EQ(ticks.load(), 0);
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(1)));
+  EXPECT_EQ(ticks.load(), 1);
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(50)));
+  EXPECT_EQ(ticks.load(), 6) << "one fire per 10 ms";
+  ASSERT_EQ(sys.schedules().size(), 1u);
+  EXPECT_EQ(sys.schedules()[0].fired, 6u);
   EXPECT_TRUE(r->cancel());
-  const int at_cancel = ticks.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  EXPECT_LE(ticks.load(), at_cancel + 1) << "fired after cancel";
+  EXPECT_FALSE(r->active());
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::hours(1)));
+  EXPECT_EQ(ticks.load(), 6) << "fired after cancel";
   EXPECT_TRUE(sys.schedules().empty());
 }
 
 TEST(Schedule_Interval, PauseSkipsFiresAndResumeContinues) {
   std::atomic<int> ticks{0};
-  actor_system sys("pause", {.workers = 1});
+  actor_system sys("pause", manual_clock());
   ASSERT_TRUE(sys.start());
   auto t = sys.spawn<ticker>("t", &ticks);
   ASSERT_TRUE(t);
   auto r = sys.schedule(*t, tick{0}, std::chrono::milliseconds(10));
   ASSERT_TRUE(r);
-  ASSERT_TRUE(eventually([&] { return ticks.load() >= 1; }));
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(15)));
+  ASSERT_EQ(ticks.load(), 1);
   ASSERT_TRUE(r->pause());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let a fire in flight land
-  const int paused_at = ticks.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  EXPECT_EQ(ticks.load(), paused_at);
+  // Paused at 15 ms: the fires due at 20..80 ms are skipped.
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(70)));
+  EXPECT_EQ(ticks.load(), 1) << "fired while paused";
   auto list = sys.schedules();
   ASSERT_EQ(list.size(), 1u);
   EXPECT_TRUE(list[0].paused);
   EXPECT_EQ(list[0].kind, schedule_kind::interval);
+  EXPECT_EQ(list[0].fired, 1u);
   ASSERT_TRUE(r->resume());
-  EXPECT_TRUE(eventually([&] { return ticks.load() > paused_at; }));
+  // Resumed at 85 ms: the skipped ticks are not made up; the next one, due at 90 ms, fires.
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(4)));
+  EXPECT_EQ(ticks.load(), 1);
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(1)));
+  EXPECT_EQ(ticks.load(), 2);
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(30)));
+  EXPECT_EQ(ticks.load(), 5) << "the period is kept after a resume";
+  EXPECT_FALSE(sys.schedules()[0].paused);
   EXPECT_TRUE(r->cancel());
 }
 
 TEST(Schedule_Once, APausedOneShotFiresWhenResumed) {
   std::atomic<int> ticks{0};
-  actor_system sys("pause-once", {.workers = 1});
+  actor_system sys("pause-once", manual_clock());
   ASSERT_TRUE(sys.start());
   auto t = sys.spawn<ticker>("t", &ticks);
   ASSERT_TRUE(t);
   auto r = sys.schedule_once(*t, tick{1}, std::chrono::milliseconds(20));
   ASSERT_TRUE(r);
   ASSERT_TRUE(r->pause());
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(60)));  // its time came, paused
   EXPECT_EQ(ticks.load(), 0);
+  EXPECT_TRUE(r->active());
   ASSERT_TRUE(r->resume());
-  EXPECT_TRUE(eventually([&] { return ticks.load() == 1; }));
+  ASSERT_TRUE(testkit::settle(sys));  // fires at once, without time moving
+  EXPECT_EQ(ticks.load(), 1);
+  EXPECT_FALSE(r->active());
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::hours(1)));
+  EXPECT_EQ(ticks.load(), 1);
 }
 
 TEST(Schedule_Refusal, BadArgumentsAreRefused) {
