@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <akt/testkit/manual_time.hpp>
+
 #include "actor/actor_test_support.hpp"
 
 namespace akt::test {
@@ -139,6 +141,8 @@ TEST(Observability_Stats, PerActorAndSystemFigures) {
   for (long i = 0; i < 10; ++i) ASSERT_FALSE(p->tell(add{i}));
   ASSERT_FALSE(p->tell(boom{"x"}));
   ASSERT_TRUE(p->ask<long>(echo{1}, std::chrono::seconds(5)));
+  // The count is published when the turn ends, which may be just after the reply came back.
+  EXPECT_TRUE(eventually([&] { return sys.stats(*p).processed == 12u; }));
   const actor_stats st = sys.stats(*p);
   EXPECT_EQ(st.processed, 12u);
   EXPECT_EQ(st.restarts, 1u);
@@ -168,17 +172,24 @@ TEST(Passivation, IdleActorStopsItself) {
 
 TEST(Passivation, BusyActorIsNotPassivated) {
   recorder::shared s;
-  actor_system sys("passivate-busy", {.workers = 1});
+  actor_system sys("passivate-busy", {.workers = 1, .manual_time = true});
   ASSERT_TRUE(sys.start());
   auto p = sys.spawn<recorder>(
       "busy", {.passivation = passivation::after_idle(std::chrono::milliseconds(80))}, &s);
   ASSERT_TRUE(p);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
-    ASSERT_FALSE(p->tell(add{1})) << "passivated while busy";
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // A message every 10 ms for 300 ms (virtual): it is never idle for 80 ms.
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_FALSE(p->tell(add{1})) << "passivated while busy, at " << i * 10 << " ms";
+    ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(10)));
   }
   EXPECT_TRUE(p->alive());
+  EXPECT_EQ(s.count.load(), 30);
+  EXPECT_EQ(s.post_stops.load(), 0);
+  // The last message came at 290 ms: it passivates when 80 ms of quiet have passed, not before.
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(69)));
+  EXPECT_TRUE(p->alive());
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(1)));
+  EXPECT_TRUE(eventually([&] { return !p->alive() && s.post_stops.load() == 1; }));
 }
 
 TEST(Passivation, AfterMessageCount) {
@@ -194,12 +205,18 @@ TEST(Passivation, AfterMessageCount) {
 
 TEST(Passivation, LongLivedIsTheDefault) {
   recorder::shared s;
-  actor_system sys("passivate-never", {.workers = 1});
+  actor_system sys("passivate-never", {.workers = 1, .manual_time = true});
   ASSERT_TRUE(sys.start());
   auto p = sys.spawn<recorder>("forever", {.passivation = passivation::never()}, &s);
-  ASSERT_TRUE(p);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto plain = sys.spawn<recorder>("plain", &s);  // no passivation option at all
+  ASSERT_TRUE(p && plain);
+  ASSERT_FALSE(p->tell(add{1}));
+  ASSERT_FALSE(plain->tell(add{1}));
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::hours(24)));  // idle for a day
+  EXPECT_EQ(s.count.load(), 2);
   EXPECT_TRUE(p->alive());
+  EXPECT_TRUE(plain->alive());
+  EXPECT_EQ(s.post_stops.load(), 0);
 }
 
 }  // namespace
