@@ -52,18 +52,27 @@ TEST(EventStream_Subscribe, NoCallAfterUnsubscribeReturnsUnderConcurrency) {
   auto es = std::make_shared<event_stream>();
   std::atomic<bool> unsubscribed{false};
   std::atomic<int> late_calls{0};
+  std::atomic<int> calls{0};
+  std::atomic<long> published{0};
   auto sub = es->subscribe<custom_event>([&](const custom_event&) {
     if (unsubscribed.load()) late_calls.fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    calls.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));  // widens the in-flight window
   });
   std::atomic<bool> stop{false};
   std::thread publisher([&] {
-    while (!stop.load()) es->publish(custom_event{1});
+    while (!stop.load()) {
+      es->publish(custom_event{1});
+      published.fetch_add(1);
+    }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Unsubscribe while the publisher is calling the callback...
+  EXPECT_TRUE(eventually([&] { return calls.load() >= 20; }));
   sub.reset();
   unsubscribed.store(true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // ...then let it publish many more times before looking.
+  const long at_reset = published.load();
+  EXPECT_TRUE(eventually([&] { return published.load() >= at_reset + 1000; }));
   stop.store(true);
   publisher.join();
   EXPECT_EQ(late_calls.load(), 0);

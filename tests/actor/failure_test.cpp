@@ -94,7 +94,9 @@ TEST(Shutdown_Accounting, EveryQueuedMessageIsHandledOrDeadLettered) {
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // Stop mid-stream: once the producers are well under way (not after a fixed time, which a
+    // loaded machine may spend before they even start).
+    EXPECT_TRUE(eventually([&] { return accepted.load() >= 1000; }));
     ASSERT_TRUE(sys.stop());
     go.store(false);
     for (auto& th : producers) th.join();

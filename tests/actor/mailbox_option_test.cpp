@@ -127,6 +127,7 @@ TEST(MailboxOption, FullBoundedMailboxBlocksAnOutsideProducerUntilSpace) {
   recorder::shared s;
   std::atomic<bool> release{false};
   std::atomic<bool> released{false};
+  std::atomic<bool> telling{false};
   actor_system sys("bounded-block", {.workers = 1});
   ASSERT_TRUE(sys.start());
   auto p = sys.spawn<recorder>("r", with_mailbox(std::make_unique<bounded_mailbox>(1)), &s);
@@ -135,10 +136,15 @@ TEST(MailboxOption, FullBoundedMailboxBlocksAnOutsideProducerUntilSpace) {
   ASSERT_TRUE(eventually([&] { return s.held.load(); }));
   ASSERT_FALSE(p->tell(add{1}));  // fills the mailbox
   std::thread releaser([&] {
+    // The blocked producer leaves no trace the test can read (the mailbox does not expose its
+    // waiting producers), so this is a window: the tell below must still be blocked 50 ms after
+    // it began. Counted from the moment it begins, not from the releaser's start.
+    (void)eventually([&] { return telling.load(); });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     released.store(true);
     release.store(true);
   });
+  telling.store(true);
   ASSERT_FALSE(p->tell(add{2}));  // blocks until the hold ended and add{1} was taken
   EXPECT_TRUE(released.load()) << "the tell returned before there was space";
   releaser.join();

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <akt/testkit/manual_time.hpp>
+
+#include <algorithm>
+
 #include "actor/actor_test_support.hpp"
 
 namespace akt::test {
@@ -68,6 +72,25 @@ class requester : public akt::actor {
   bool in_turn_ = false;
 };
 
+// Answers echo{n} with n + 1, but only when told answer_now: until then the request stays in
+// flight while this actor is idle (unlike hold, which keeps a worker busy), so the system can
+// become quiescent around it.
+struct answer_now {};
+class deferring_server : public akt::actor {
+ public:
+  void receive(akt::receive_context& ctx) override {
+    if (auto* e = ctx.get_if<echo>()) {
+      pending_.emplace_back(ctx.defer_reply(), e->n + 1);
+    } else if (ctx.is<answer_now>()) {
+      for (auto& [h, v] : pending_) h.reply(v);
+      pending_.clear();
+    }
+  }
+
+ private:
+  std::vector<std::pair<akt::reply_handle, long>> pending_;
+};
+
 TEST(Request_Reply, ContinuationRunsOnTheActorWithTheReply) {
   recorder::shared rs;
   requester::shared qs;
@@ -119,33 +142,30 @@ TEST(Request_Errors, TimeoutDeadAndUnhandledReachTheContinuation) {
 }
 
 TEST(Request_Stash, OtherMessagesWaitUntilTheReply) {
-  recorder::shared rs;
   requester::shared qs;
-  actor_system sys("request-stash", {.workers = 2});
+  // Manual time: the request's timeout cannot run out, and testkit::settle waits until nothing
+  // is ready or running.
+  actor_system sys("request-stash", {.workers = 2, .manual_time = true});
   ASSERT_TRUE(sys.start());
-  auto server = sys.spawn<recorder>("server", &rs);
+  auto server = sys.spawn<deferring_server>("server");
   auto client = sys.spawn<requester>("client", &qs);
   ASSERT_TRUE(server && client);
-  std::atomic<bool> release{false};
-  ASSERT_FALSE(server->tell(hold{&release}));
-  ASSERT_TRUE(eventually([&] { return rs.held.load(); }));
   go g{*server, 9};
   g.stash_others = true;
   ASSERT_FALSE(client->tell(g));
   ASSERT_FALSE(client->tell(1));
   ASSERT_FALSE(client->tell(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Quiescent with the request in flight: whatever the client could run, it has run.
+  ASSERT_TRUE(testkit::settle(sys));
   {
     std::lock_guard<std::mutex> lock(qs.mu);
     EXPECT_EQ(qs.events, (std::vector<std::string>{"sent"})) << "others ran before the reply";
   }
-  release.store(true);
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard<std::mutex> lock(qs.mu);
-    return qs.events.size() == 4;
-  }));
+  ASSERT_FALSE(server->tell(answer_now{}));
+  ASSERT_TRUE(testkit::settle(sys));
   std::lock_guard<std::mutex> lock(qs.mu);
   EXPECT_EQ(qs.events, (std::vector<std::string>{"sent", "reply 10", "other 1", "other 2"}));
+  EXPECT_FALSE(qs.concurrent.load());
 }
 
 TEST(Request_Concurrency, OtherMessagesRunWhileARequestIsPending) {
@@ -266,10 +286,16 @@ TEST(PipeTo, ResultFailureAndTimeoutAreDelivered) {
   ASSERT_FALSE(sys.pipe_to(*s, [] { return pipe_result{"computed"}; }));
   ASSERT_FALSE(sys.pipe_to(*s, []() -> result<pipe_result> { return errc::unhandled; }));
   ASSERT_FALSE(sys.pipe_to(*s, []() -> pipe_result { throw std::runtime_error("io"); }));
+  // Late for sure: it returns only once the sink has handled its timeout (bounded, in case the
+  // timeout never comes; the count below then fails).
+  const auto timed_out = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(got.begin(), got.end(), "request_timeout") != got.end();
+  };
   ASSERT_FALSE(sys.pipe_to(
       *s,
-      [] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      [&] {
+        (void)eventually(timed_out);
         return pipe_result{"late"};
       },
       std::chrono::milliseconds(20)));

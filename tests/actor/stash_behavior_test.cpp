@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <memory>
 
 #include "actor/actor_test_support.hpp"
@@ -61,27 +62,32 @@ TEST(Stash_Ask, AStashedAskIsStillAnsweredAfterUnstash) {
   actor_system sys("stash-ask", {.workers = 1});
   ASSERT_TRUE(sys.start());
   struct delayed : akt::actor {
+    std::atomic<int>* stashed;
+    explicit delayed(std::atomic<int>* s) : stashed(s) {}
     bool ready = false;
     void receive(akt::receive_context& ctx) override {
       if (ctx.is<open_gate>()) {
         ready = true;
         ctx.unstash();
       } else if (auto* e = ctx.get_if<echo>()) {
-        if (!ready)
+        if (!ready) {
           ctx.stash();
-        else
+          stashed->fetch_add(1);
+        } else {
           ctx.reply(e->n * 2);
+        }
       }
     }
   };
-  auto d = sys.spawn<delayed>("d");
+  std::atomic<int> stashed{0};
+  auto d = sys.spawn<delayed>("d", &stashed);
   ASSERT_TRUE(d);
-  std::thread opener([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    (void)d->tell(open_gate{});
-  });
-  auto r = d->ask<long>(echo{21}, std::chrono::seconds(5));
-  opener.join();
+  auto asked = std::async(std::launch::async,
+                          [&] { return d->ask<long>(echo{21}, std::chrono::seconds(5)); });
+  // The gate opens only once the ask has been stashed, so it is the stashed clone that answers.
+  ASSERT_TRUE(eventually([&] { return stashed.load() == 1; }));
+  ASSERT_FALSE(d->tell(open_gate{}));
+  auto r = asked.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(*r, 42);
 }
