@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <akt/akt.hpp>
+#include <akt/testkit/manual_time.hpp>
 
 #include "support/test_support.hpp"
 
@@ -32,8 +33,9 @@ struct journal {
   std::atomic<bool> release{false};        // wait{} spins until set
   std::atomic<bool> release_actor{false};  // the actor's slow_note spins until set
   std::atomic<int> waiting{0};
-  std::optional<akt::reply_handle> parked;  // a deferred answer kept across turns (grain "a" only)
+  std::optional<akt::reply_handle> parked;  // a deferred answer kept across turns (one grain)
   std::atomic<bool> has_parked{false};      // the test's view of it
+  std::atomic<bool> late_sent{false};       // the actor's slow_note has sent note{"late"}
   akt::errc timer_from_deactivate = akt::errc::ok;  // guarded by mutex
 
   akt::errc deactivate_timer_code() {
@@ -82,6 +84,12 @@ struct blocking_back {
   grain_identity origin;
 };
 struct request_wait {  // request the peer's wait_for_release (the reply comes once released)
+  grain_identity peer;
+  std::optional<akt::reentrancy_mode> mode;
+};
+// Request the peer's park: the peer keeps the answer (answer_parked{v} sends it) and goes idle,
+// so the request stays in flight while nothing runs.
+struct request_park {
   grain_identity peer;
   std::optional<akt::reentrancy_mode> mode;
 };
@@ -222,6 +230,17 @@ struct relay final : akt::grain {
           },
           o);
       acknowledge(ctx, r);
+    } else if (auto* rp = ctx.get_if<request_park>()) {
+      akt::grain_request_options o;
+      o.mode = rp->mode;
+      auto r = ctx.request_grain<long>(
+          rp->peer, park{},
+          [this](akt::grain_context&, akt::result<long> v) {
+            j->add(me.name + ":reply " +
+                   (v ? std::to_string(*v) : std::string(akt::to_string(v.error().code()))));
+          },
+          o);
+      acknowledge(ctx, r);
     } else if (auto* re = ctx.get_if<request_echo>()) {
       akt::grain_request_options o;
       o.timeout = re->timeout;
@@ -339,14 +358,24 @@ struct echo_actor final : akt::actor {
     } else if (ctx.is<slow_note>()) {
       while (!j->release_actor.load()) std::this_thread::sleep_for(100us);
       ctx.reply(note{"late"});  // a tell to the grain's activation: no grain API in between
+      j->late_sent = true;      // in its mailbox (or refused) by now
     }
   }
 };
 
+// A system on a manual clock: akt::testkit::advance moves time by exact amounts and returns once
+// everything it caused was handled; akt::testkit::settle waits until nothing is ready or running.
+akt::system_config manual_time() {
+  akt::system_config cfg;
+  cfg.manual_time = true;
+  return cfg;
+}
+
 struct fixture {
   std::shared_ptr<journal> j = std::make_shared<journal>();
   akt::actor_system sys;
-  explicit fixture(const char* name, akt::grain_options opts = {}) : sys(name) {
+  explicit fixture(const char* name, akt::grain_options opts = {}, akt::system_config cfg = {})
+      : sys(name, cfg) {
     EXPECT_TRUE(sys.start());
     auto deps = std::make_shared<akt::grain_dependencies>();
     deps->add("journal", j);
@@ -434,33 +463,36 @@ TEST(Grain_Reentrancy, AllowAllKeepsServingWhileARequestIsInFlight) {
 }
 
 TEST(Grain_Reentrancy, StashNonReentrantPausesTheMailboxUntilTheReplyInOrder) {
-  fixture f("gr-stash", reentrant(akt::reentrancy_mode::stash_non_reentrant));
-  ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), request_wait{f.id("slow"), std::nullopt}));
-  ASSERT_TRUE(eventually([&] { return f.j->waiting.load() == 1; }));
+  fixture f("gr-stash", reentrant(akt::reentrancy_mode::stash_non_reentrant), manual_time());
+  ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), request_park{f.id("slow"), std::nullopt}));
   akt::grain_tell_options one_way;
   one_way.one_way = true;
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), note{"first"}, one_way));
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), note{"second"}, one_way));
-  std::this_thread::sleep_for(50ms);
+  // Quiescent, the reply still in flight: whatever "a" could handle, it has handled.
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  ASSERT_TRUE(f.j->has_parked.load());
   EXPECT_FALSE(f.j->has("a:first")) << "the mailbox is paused while the reply is in flight";
-  f.j->release = true;
-  ASSERT_TRUE(eventually([&] { return f.j->has("a:second"); }));
-  const std::vector<std::string> want = {"a:reply released", "a:first", "a:second"};
+  ASSERT_FALSE(akt::tell_grain(f.sys, f.id("slow"), answer_parked{7}));
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  const std::vector<std::string> want = {"a:reply 7", "a:first", "a:second"};
   EXPECT_EQ(f.j->snapshot(), want);
 }
 
 TEST(Grain_Reentrancy, APerRequestModeOverridesTheActivationsMode) {
-  fixture f("gr-per-call", reentrant(akt::reentrancy_mode::allow_all));
+  fixture f("gr-per-call", reentrant(akt::reentrancy_mode::allow_all), manual_time());
   ASSERT_FALSE(akt::tell_grain(
-      f.sys, f.id("a"), request_wait{f.id("slow"), akt::reentrancy_mode::stash_non_reentrant}));
-  ASSERT_TRUE(eventually([&] { return f.j->waiting.load() == 1; }));
+      f.sys, f.id("a"), request_park{f.id("slow"), akt::reentrancy_mode::stash_non_reentrant}));
   akt::grain_tell_options one_way;
   one_way.one_way = true;
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), note{"later"}, one_way));
-  std::this_thread::sleep_for(30ms);
-  EXPECT_FALSE(f.j->has("a:later"));
-  f.j->release = true;
-  ASSERT_TRUE(eventually([&] { return f.j->has("a:later"); }));
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  ASSERT_TRUE(f.j->has_parked.load());
+  EXPECT_FALSE(f.j->has("a:later")) << "allow_all would have handled it while the reply is out";
+  ASSERT_FALSE(akt::tell_grain(f.sys, f.id("slow"), answer_parked{1}));
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  const std::vector<std::string> want = {"a:reply 1", "a:later"};
+  EXPECT_EQ(f.j->snapshot(), want);
 }
 
 TEST(Grain_Reentrancy, MaxInFlightRefusesOneRequestMore) {
@@ -492,14 +524,23 @@ TEST(Grain_Reentrancy, TheRequestTimeoutReachesTheContinuation) {
 TEST(Grain_Reentrancy, NoPassivationWhileARequestIsInFlight) {
   auto o = reentrant(akt::reentrancy_mode::allow_all);
   o.deactivate_after = 20ms;
-  fixture f("gr-no-passivation", o);
+  fixture f("gr-no-passivation", o, manual_time());
   ASSERT_FALSE(akt::tell_grain(f.sys, f.id("a"), request_wait{f.id("slow"), std::nullopt}));
   ASSERT_TRUE(eventually([&] { return f.j->waiting.load() == 1; }));
-  std::this_thread::sleep_for(150ms);  // several idle periods
+  // Seven idle periods of virtual time. The system cannot settle meanwhile ("slow" is in its
+  // turn), so each wait for quiescence ends after its bound and advance reports that; the
+  // requester's idle checks run on the other workers in the meantime.
+  auto busy = akt::testkit::advance(f.sys, 150ms, 50ms);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code(), errc::request_timeout);
   EXPECT_EQ(f.j->deactivations.load(), 0) << "neither the requester nor the busy target";
   f.j->release = true;
   ASSERT_TRUE(eventually([&] { return f.j->has("a:reply released"); }));
-  EXPECT_TRUE(eventually([&] { return f.j->deactivations.load() == 2; }))
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  EXPECT_EQ(f.j->deactivations.load(), 0) << "the reply was activity for both";
+  // Idle from now on: each goes within two periods (the first check still sees the reply).
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 40ms));
+  EXPECT_EQ(f.j->deactivations.load(), 2)
       << "both go once the request completed and they were idle";
 }
 
@@ -534,7 +575,7 @@ TEST(Grain_DeferResponse, ADeferredAnswerComesFromALaterTurn) {
 }
 
 TEST(Grain_DeferResponse, AnAcknowledgedTellIsAcknowledgedByTheDeferredAnswer) {
-  fixture f("gd-ack");
+  fixture f("gd-ack", {}, manual_time());
   std::atomic<bool> done{false};
   akt::error result_of_tell;
   std::thread teller([&] {
@@ -542,8 +583,12 @@ TEST(Grain_DeferResponse, AnAcknowledgedTellIsAcknowledgedByTheDeferredAnswer) {
     done = true;
   });
   ASSERT_TRUE(eventually([&] { return f.j->has_parked.load(); }));
-  std::this_thread::sleep_for(20ms);
-  EXPECT_FALSE(done.load()) << "on_receive returning does not acknowledge a deferred tell";
+  // Quiescent: the park turn has ended, and an acknowledgement sent when it returned would
+  // have been delivered. Whether the blocked teller woke is not observable otherwise, so it
+  // gets a short window to do so (a correct runtime never wakes it: no false failure).
+  ASSERT_TRUE(akt::testkit::settle(f.sys));
+  EXPECT_FALSE(eventually([&] { return done.load(); }, 20ms))
+      << "on_receive returning does not acknowledge a deferred tell";
   EXPECT_FALSE(akt::tell_grain(f.sys, f.id("a"), answer_parked{1}));
   teller.join();
   EXPECT_FALSE(result_of_tell) << result_of_tell.message();
@@ -591,33 +636,37 @@ akt::result<std::string> start(fixture& f, const grain_identity& id, start_timer
 }
 
 TEST(Grain_Timers, OnceAndRepeatingTicksArriveAsMessagesAndCancelStopsThem) {
-  fixture f("gt-basic");
+  fixture f("gt-basic", {}, manual_time());
   const auto id = f.id("a");
   auto once = start(f, id, {"once", "", 5ms, false});
   ASSERT_TRUE(once);
   EXPECT_FALSE(once->empty()) << "a reference is made up when none is given";
   ASSERT_TRUE(start(f, id, {"every", "beat", 5ms, false}));
-  EXPECT_TRUE(eventually([&] { return f.j->count("a:tick beat") >= 3; }));
-  EXPECT_TRUE(eventually([&] { return f.j->count("a:tick ") == 1; }));
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 4ms));
+  EXPECT_EQ(f.j->count("a:tick beat"), 0);
+  EXPECT_EQ(f.j->count("a:tick "), 0);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 1ms));
+  EXPECT_EQ(f.j->count("a:tick beat"), 1);
+  EXPECT_EQ(f.j->count("a:tick "), 1);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 10ms));
+  EXPECT_EQ(f.j->count("a:tick beat"), 3) << "one tick per 5 ms";
+  EXPECT_EQ(f.j->count("a:tick "), 1) << "the one-shot ticks once";
   ASSERT_FALSE(akt::tell_grain(f.sys, id, stop_timer{"beat"}));
-  std::this_thread::sleep_for(30ms);  // ticks queued before the cancel are still handled
-  const int settled = f.j->count("a:tick beat");
-  std::this_thread::sleep_for(60ms);
-  EXPECT_EQ(f.j->count("a:tick beat"), settled);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 60ms));
+  EXPECT_EQ(f.j->count("a:tick beat"), 3) << "ticked after the cancel";
   EXPECT_EQ(akt::tell_grain(f.sys, id, stop_timer{"beat"}).code(), errc::schedule_not_found);
   EXPECT_FALSE(f.j->has("a tick expects an answer"));
 }
 
 TEST(Grain_Timers, ASecondTimerWithTheSameReferenceReplacesTheFirst) {
-  fixture f("gt-replace");
+  fixture f("gt-replace", {}, manual_time());
   const auto id = f.id("a");
   ASSERT_TRUE(start(f, id, {"every", "r", 20ms, false}));
   ASSERT_TRUE(start(f, id, {"once", "r", 1ms, false}));
-  ASSERT_TRUE(eventually([&] { return f.j->count("a:tick r") >= 1; }));
-  std::this_thread::sleep_for(30ms);
-  const int settled = f.j->count("a:tick r");
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(f.j->count("a:tick r"), settled) << "the repeating one was cancelled";
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 1ms));
+  EXPECT_EQ(f.j->count("a:tick r"), 1) << "the one-shot ticked";
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 100ms));
+  EXPECT_EQ(f.j->count("a:tick r"), 1) << "the repeating one was cancelled";
 }
 
 TEST(Grain_Timers, CronTimersTick) {
@@ -637,13 +686,19 @@ TEST(Grain_Timers, TimersStartedInOnActivateTickAfterActivation) {
 TEST(Grain_Timers, TicksDoNotKeepTheGrainAliveAndDeactivationCancelsThemWithoutReactivating) {
   akt::grain_options o;
   o.deactivate_after = 40ms;
-  fixture f("gt-idle", o);
+  fixture f("gt-idle", o, manual_time());
   const auto id = f.id("a");
   ASSERT_TRUE(start(f, id, {"every", "beat", 5ms, false}));
-  ASSERT_TRUE(eventually([&] { return f.j->deactivations.load() == 1; }))
-      << "ticks are not activity";
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 39ms));
+  EXPECT_EQ(f.j->count("a:tick beat"), 7);
+  EXPECT_EQ(f.j->deactivations.load(), 0) << "an idle period has not passed yet";
+  // The last message (start_timer) came at 0: the idle check at 40 ms may still see it and look
+  // again a period later, so it goes within two periods however many ticks come.
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 41ms));
+  ASSERT_EQ(f.j->deactivations.load(), 1) << "ticks are not activity";
   const int ticks = f.j->count("a:tick beat");
-  std::this_thread::sleep_for(60ms);
+  EXPECT_GE(ticks, 15);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 60ms));
   EXPECT_EQ(f.j->count("a:tick beat"), ticks) << "the timer died with the activation";
   EXPECT_EQ(f.j->activations.load(), 1) << "a tick never activates the grain";
   EXPECT_TRUE(akt::active_grains(f.sys).empty());
@@ -653,13 +708,19 @@ TEST(Grain_Timers, TicksDoNotKeepTheGrainAliveAndDeactivationCancelsThemWithoutR
 TEST(Grain_Timers, KeepAliveTicksHoldOffIdleDeactivation) {
   akt::grain_options o;
   o.deactivate_after = 30ms;
-  fixture f("gt-keep", o);
+  fixture f("gt-keep", o, manual_time());
   const auto id = f.id("a");
   ASSERT_TRUE(start(f, id, {"every", "beat", 5ms, true}));
-  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 150ms));  // five idle periods
   EXPECT_EQ(f.j->deactivations.load(), 0);
+  EXPECT_EQ(f.j->count("a:tick beat"), 30);
   ASSERT_FALSE(akt::tell_grain(f.sys, id, stop_timer{"beat"}));
-  EXPECT_TRUE(eventually([&] { return f.j->deactivations.load() == 1; }));
+  // Idle from 150 ms: not before a full period, and within two.
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 29ms));
+  EXPECT_EQ(f.j->deactivations.load(), 0);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 31ms));
+  EXPECT_EQ(f.j->deactivations.load(), 1);
+  EXPECT_EQ(f.j->count("a:tick beat"), 30);
 }
 
 // ---- scheduled delivery from the system ----
@@ -678,19 +739,19 @@ TEST(Grain_Scheduling, ScheduleGrainOnceDeliversOneWayAndReactivatesAPassivatedG
 }
 
 TEST(Grain_Scheduling, RepeatingScheduleIsListedNamingTheGrainAndCancelledByReference) {
-  fixture f("gs-every");
+  fixture f("gs-every", {}, manual_time());
   const auto id = f.id("b");
   auto ref = akt::schedule_grain(f.sys, id, note{"beat"}, 5ms);
   ASSERT_TRUE(ref);
-  EXPECT_TRUE(eventually([&] { return f.j->count("b:beat") >= 3; }));
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 15ms));
+  EXPECT_EQ(f.j->count("b:beat"), 3);
   auto listed = f.sys.schedules();
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].grain, id.str());
+  EXPECT_EQ(listed[0].fired, 3u);
   EXPECT_TRUE(ref->cancel());
-  std::this_thread::sleep_for(30ms);
-  const int settled = f.j->count("b:beat");
-  std::this_thread::sleep_for(60ms);
-  EXPECT_EQ(f.j->count("b:beat"), settled);
+  ASSERT_TRUE(akt::testkit::advance(f.sys, 60ms));
+  EXPECT_EQ(f.j->count("b:beat"), 3) << "delivered after the cancel";
   EXPECT_TRUE(f.sys.schedules().empty());
 }
 
@@ -716,6 +777,16 @@ TEST(Grain_Scheduling, InvalidTargetsAreRefusedWhenScheduling) {
 
 // ---- shutdown ----
 
+// Whether the shutdown has begun for grains: a send is then refused before anything else is
+// looked at. The name is invalid, so before the shutdown the send is refused too (for its name)
+// and activates nothing.
+bool grain_shutdown_began(fixture& f) {
+  akt::grain_tell_options one_way;
+  one_way.one_way = true;
+  return akt::tell_grain(f.sys, f.id("not a valid name!"), echo{}, one_way).code() ==
+         errc::system_shutting_down;
+}
+
 TEST(Grain_Shutdown, MessagesQueuedBehindTheDeactivationAreRefusedWithSystemShuttingDown) {
   fixture f("gsd-behind");
   const auto id = f.id("a");
@@ -736,9 +807,13 @@ TEST(Grain_Shutdown, MessagesQueuedBehindTheDeactivationAreRefusedWithSystemShut
   // The shutdown puts its marker behind the busy grain's queue; then the actor's answer, sent
   // straight to the activation, lands behind the marker.
   std::thread stopper([&] { (void)f.sys.stop(); });
+  // The shutdown has begun for grains: sends are refused from here on, and the markers are
+  // posted right after (the runtime exposes nothing between the two, and the grain's queue
+  // cannot be read, hence the short window for that loop of posts).
+  EXPECT_TRUE(eventually([&] { return grain_shutdown_began(f); }));
   std::this_thread::sleep_for(50ms);
   f.j->release_actor = true;
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return f.j->late_sent.load(); }));  // queued behind the marker
   f.j->release = true;
   stopper.join();
   EXPECT_FALSE(f.j->has("a:late")) << "nothing queued behind the deactivation is handled";
