@@ -18,6 +18,13 @@ ctx* make_remote(long value) {
   return e;
 }
 
+// "A blocked producer stays blocked" is checked over a window of real time: the mailbox does not
+// expose its waiting producers (the count is private), so nothing else tells a producer blocked
+// in enqueue from one about to call it. Each window starts once the producer thread is about to
+// call enqueue (not when the thread was created), and a correct mailbox never fails the check;
+// a load that delays the producer only makes the window catch less.
+constexpr auto k_still_blocked_window = 50ms;
+
 // Enqueues e refusing to block: as a message of remote origin. Returns the outcome; a refused
 // envelope is recycled.
 error offer_remote(mailbox& mb, long value) {
@@ -121,16 +128,19 @@ TEST(BoundedMailbox, LocalProducerBlocksWhenFullAndProceedsAfterDequeue) {
   ASSERT_FALSE(mb.enqueue(make(0)));
   ASSERT_FALSE(mb.enqueue(make(1)));
   std::atomic<bool> returned{false};
+  std::atomic<bool> entering{false};
   std::atomic<int> outcome{-1};
   std::thread producer([&] {
     ctx* e = make(2);
+    entering.store(true, std::memory_order_release);
     const error err = mb.enqueue(e);
     if (err) akt::recycle(e);
     outcome.store(static_cast<int>(err.code()));
     returned.store(true, std::memory_order_release);
   });
   // It stays blocked while the mailbox is full.
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(eventually([&] { return entering.load(std::memory_order_acquire); }));
+  std::this_thread::sleep_for(2 * k_still_blocked_window);
   EXPECT_FALSE(returned.load(std::memory_order_acquire)) << "enqueue did not block when full";
   EXPECT_EQ(mb.size(), 2u);
   // One dequeue frees a place: it proceeds.
@@ -164,14 +174,17 @@ TEST(BoundedMailbox, MaxBlockProducerProceedsWhenSpaceFreesInTime) {
   bounded_mailbox mb(1, 10s);
   ASSERT_FALSE(mb.enqueue(make(0)));
   std::atomic<bool> returned{false};
+  std::atomic<bool> entering{false};
   error err;
   std::thread producer([&] {
     ctx* e = make(1);
+    entering.store(true, std::memory_order_release);
     err = mb.enqueue(e);
     if (err) akt::recycle(e);
     returned.store(true, std::memory_order_release);
   });
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return entering.load(std::memory_order_acquire); }));
+  std::this_thread::sleep_for(k_still_blocked_window);
   EXPECT_FALSE(returned.load(std::memory_order_acquire));
   ASSERT_NE(mb.dequeue(), nullptr);
   const bool woke = eventually([&] { return returned.load(std::memory_order_acquire); });
@@ -186,13 +199,16 @@ TEST(BoundedMailbox, DisposeWakesBlockedProducerWithMailboxDisposed) {
   bounded_mailbox mb(1);
   ASSERT_FALSE(mb.enqueue(make(0)));
   std::atomic<bool> returned{false};
+  std::atomic<bool> entering{false};
   error err;
   ctx* e = make(1);
   std::thread producer([&] {
+    entering.store(true, std::memory_order_release);
     err = mb.enqueue(e);
     returned.store(true, std::memory_order_release);
   });
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return entering.load(std::memory_order_acquire); }));
+  std::this_thread::sleep_for(k_still_blocked_window);
   EXPECT_FALSE(returned.load(std::memory_order_acquire));
   mb.dispose();
   const bool woke = eventually([&] { return returned.load(std::memory_order_acquire); });
@@ -209,18 +225,21 @@ TEST(BoundedMailbox, DisposeWakesEveryBlockedProducer) {
   ASSERT_FALSE(mb.enqueue(make(0)));
   constexpr int k_producers = 3;
   std::atomic<int> returned{0};
+  std::atomic<int> entering{0};
   std::atomic<int> disposed{0};
   std::vector<std::thread> producers;
   for (int p = 0; p < k_producers; ++p) {
     producers.emplace_back([&] {
       ctx* e = make(1);
+      entering.fetch_add(1);
       const error err = mb.enqueue(e);
       if (err == errc::mailbox_disposed) disposed.fetch_add(1);
       if (err) akt::recycle(e);
       returned.fetch_add(1);
     });
   }
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return entering.load() == k_producers; }));
+  std::this_thread::sleep_for(k_still_blocked_window);
   EXPECT_EQ(returned.load(), 0);
   mb.dispose();
   const bool all = eventually([&] { return returned.load() == k_producers; });
