@@ -94,7 +94,9 @@ class stream_connection final : public connection {
   const std::string endpoint_;  // cached: the socket may not be read while another thread uses it
   asio::steady_timer timer_;    // the server handshake's bound, then the heartbeat
 
-  std::atomic<bool> started_{false};  // start() once (asserted); any thread, exchange
+  // Writer and reader: start(), any thread, by one exchange (a second start() is asserted
+  // against). Relaxed: it only detects a double call; the handler travels by the post.
+  std::atomic<bool> started_{false};
   // Strand only from here on.
   std::shared_ptr<handler> handler_;  // from do_start until on_closed
   bool closing_ = false;              // do_close ran: no more callbacks, I/O or timers

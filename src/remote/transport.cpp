@@ -367,7 +367,17 @@ bool stream_connection::deliver_frames() {
     if (h.type == frame_type::ping) {
       send_internal(frame_type::pong, h.correlation);
     } else if (h.type != frame_type::pong) {
-      handler_->on_frame(*this, h, body);
+      try {
+        handler_->on_frame(*this, h, body);
+      } catch (const std::exception& e) {
+        // A throwing handler is a bug above this layer; it costs its connection, not the
+        // process nor the I/O thread (which would otherwise leave this connection unread).
+        close(error(errc::handler_failed, std::string("on_frame threw: ") + e.what()));
+        return false;
+      } catch (...) {
+        close(error(errc::handler_failed, "on_frame threw a non-exception"));
+        return false;
+      }
     }
   }
   in_need_ = 0;

@@ -103,6 +103,7 @@ class io_pool {
 // - The handler's callbacks run on an I/O thread, one at a time per connection (a strand),
 //   and must not block. on_closed runs exactly once if start() was called, after which
 //   on_frame is never called again; a connection whose io_pool stops first gets no callback.
+//   An exception from on_frame closes that connection with handler_failed.
 // - Ordering: frames go out in the order their send() calls took the write lock, and are
 //   delivered to on_frame in the order they arrived.
 // - Progress: send() takes a mutex for the duration of fill() only (no I/O under it, no
@@ -149,13 +150,19 @@ class connection : public std::enable_shared_from_this<connection> {
   void close(const error& why);
   // Refuses further sends, writes out everything already buffered, then closes with why (as
   // close() does). For a last frame (a rejection) that must reach the peer before the close.
+  // (If bytes from the peer are still unread at the close, the kernel resets the connection,
+  // and the peer may lose what it had not read yet: use it where the peer waits for an answer.)
   void close_after_flush(const error& why);
   bool open() const noexcept { return !closed_.load(std::memory_order_acquire); }
 
-  // Liveness: when nothing was written for `interval`, send a ping; when nothing (any bytes,
-  // pong included) was received for interval * misses, close with node_lost ("no heartbeat for
-  // N ms"). Pings from the peer are answered with pongs whether or not this is set. An interval
-  // of zero turns the heartbeat off. Any thread; takes effect on the I/O thread.
+  // Liveness: when nothing was written for `interval`, or nothing received for `interval`,
+  // send a ping (at most one per interval: a busy sender whose peer only receives still gets
+  // pongs back); when nothing (any bytes, pongs included) was received for interval * misses,
+  // close with node_lost ("no heartbeat for N ms"). The clock is checked every interval / 2.
+  // Pings from the peer are answered with pongs whether or not this is set. An interval of
+  // zero turns the heartbeat off. Any thread; takes effect on the I/O thread. A ping queues
+  // behind the bytes already buffered, so interval * misses must exceed the time to drain
+  // max_pending_bytes to the peer.
   virtual void set_heartbeat(std::chrono::milliseconds interval, unsigned misses) = 0;
 
   // Raises or lowers the largest body accepted from the peer (after a handshake negotiated
@@ -167,7 +174,8 @@ class connection : public std::enable_shared_from_this<connection> {
   figures stats() const noexcept;
   // Bytes buffered for sending: pending plus the write in flight.
   std::size_t pending_bytes() const;
-  virtual std::string remote_endpoint() const = 0;  // "host:port"; empty once closed
+  // "host:port" of the peer (IPv6 as "[addr]:port"), read when the connection was made.
+  virtual std::string remote_endpoint() const = 0;
   bool tls() const noexcept { return tls_; }
 
   // Buffers whose capacity is above this are released when they empty: bounds what an idle
@@ -252,7 +260,8 @@ void async_connect(io_pool& io, std::string host, std::uint16_t port, const tls_
 // pool's log sink and never reaches `accepted`.
 class listener {
  public:
-  // Binds host:port (0 = any free port), listens, and calls accepted(conn) for each connection
+  // Binds host:port (host: an address, or a name: its first address; port 0 = any free
+  // port), listens, and calls accepted(conn) for each connection
   // whose TLS handshake succeeded (TCP_NODELAY on). Errors: invalid_argument (bad host, or TLS
   // files that do not load), unreachable (bind failed: detail says why).
   static result<std::unique_ptr<listener>> open(

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,19 +96,21 @@ struct recorder : connection::handler {
   int closed = 0;
   bool frame_after_close = false;
   error why;
-  std::function<void(connection&, const frame_header&)> also;  // runs on the I/O thread
+  std::function<void(connection&, const frame_header&)> also;  // on the I/O thread; set under m
 
   void on_frame(connection& c, const frame_header& h,
                 std::span<const unsigned char> body) override {
+    std::function<void(connection&, const frame_header&)> extra;
     {
       std::lock_guard lock(m);
+      extra = also;
       if (closed != 0) frame_after_close = true;
       if (h.correlation != frames) in_order = false;
       if (!body_matches(h.correlation, body)) bodies_ok = false;
       ++frames;
       bytes += body.size();
     }
-    if (also) also(c, h);
+    if (extra) extra(c, h);
     cv.notify_all();
   }
   void on_closed(connection&, const error& e) override {
@@ -632,6 +635,38 @@ TEST(Transport_Close, CloseAfterFlushDeliversBufferedFramesThenCloses) {
   EXPECT_EQ(theirs->frames, n);
   EXPECT_TRUE(theirs->in_order);
   EXPECT_EQ(theirs->why, errc::connection_lost);
+}
+
+TEST(Transport_Close, AThrowingHandlerClosesOnlyItsConnection) {
+  io_pool io(1);
+  server srv;
+  ASSERT_TRUE(srv.open(io));
+  auto first = connect_to(io, srv.l->port());
+  ASSERT_TRUE(first);
+  auto first_in = srv.nth(0);
+  ASSERT_NE(first_in, nullptr);
+  {
+    std::lock_guard lock(first_in->m);
+    first_in->also = [](connection&, const frame_header& h) {
+      if (h.correlation == 1) throw std::runtime_error("bad message");
+    };
+  }
+  auto second = connect_to(io, srv.l->port());
+  ASSERT_TRUE(second);
+  auto second_in = srv.nth(1);
+  ASSERT_NE(second_in, nullptr);
+  auto mine = std::make_shared<recorder>();
+  (*first)->start(mine);
+  ASSERT_FALSE(send_one(**first, 0));
+  ASSERT_FALSE(send_one(**first, 1));
+  ASSERT_FALSE(send_one(**first, 2));
+  ASSERT_TRUE(first_in->wait_closed());
+  EXPECT_EQ(first_in->reason(), errc::handler_failed);
+  EXPECT_EQ(first_in->reason().detail(), "on_frame threw: bad message");
+  EXPECT_EQ(first_in->frame_count(), 2u);  // nothing after the frame that threw
+  EXPECT_TRUE(mine->wait_closed());        // the peer sees the close
+  ASSERT_FALSE(send_one(**second, 0));
+  EXPECT_TRUE(second_in->wait_frames(1));
 }
 
 // ---- heartbeat ----
