@@ -18,4 +18,5 @@ for preset in dev tsan; do
     ctest --preset "$preset" -j "$jobs"
   fi
 done
-echo "==> all tests passed under ASan+UBSan and TSan"
+./scripts/fuzz.sh
+echo "==> all tests passed under ASan+UBSan and TSan, and the frame fuzzer found nothing"
