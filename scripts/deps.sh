@@ -10,6 +10,9 @@ packages=(
   libbenchmark-dev                          # benchmarks
   libcaf-dev                                # the CAF 0.17 comparison (bench/compare)
   tzdata                                    # time zones for cron schedules (/usr/share/zoneinfo)
+  libasio-dev libssl-dev                    # remoting: TCP and TLS
+  libprotobuf-dev protobuf-compiler         # remoting: handshake and control frames
+  clang-14 libclang-rt-14-dev               # the fuzzer (scripts/fuzz.sh, libFuzzer)
 )
 
 missing=()
