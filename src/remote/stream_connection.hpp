@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "remote/transport.hpp"
+#include "remote/wire.hpp"
 
 namespace akt::remote::detail {
 
@@ -83,7 +84,6 @@ class stream_connection final : public connection {
   void on_read(const std::error_code& ec, std::size_t n);
   // Delivers every whole frame buffered; false when the connection closed meanwhile.
   bool deliver_frames();
-  void make_room();  // room for one read of read_chunk at in_[in_end_]
   void arm_heartbeat(std::uint64_t generation);
   void on_heartbeat(std::uint64_t generation);
   void await_confirmation(std::function<void(error)> done);
@@ -103,9 +103,7 @@ class stream_connection final : public connection {
   bool handshake_done_ = false;
   std::vector<unsigned char> in_flight_;  // being written; swapped with pending_
   std::uint64_t in_flight_frames_ = 0;
-  std::vector<unsigned char> in_;          // inbound bytes; whole frames are in [in_begin_, ...)
-  std::size_t in_begin_ = 0, in_end_ = 0;  // unparsed bytes: [in_begin_, in_end_)
-  std::size_t in_need_ = 0;  // bytes of the partial frame at in_begin_ (0: header incomplete)
+  frame_reader reader_;  // inbound bytes, cut into frames (wire.hpp)
   std::chrono::steady_clock::time_point last_read_, last_write_, last_ping_;
   std::chrono::milliseconds hb_interval_{0};
   unsigned hb_misses_ = 0;

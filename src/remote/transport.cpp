@@ -1,10 +1,7 @@
 // io_pool, connection and its implementation stream_connection (transport.hpp,
 // stream_connection.hpp). Making connections (TLS contexts, async_connect, listener) is in
-// transport_setup.cpp.
-//
-// Inbound framing is done here over frame.hpp (decode_header + length) rather than with a
-// shared frame reader: the transport needs to keep the bytes in its own buffer, hand out views
-// of whole frames without a copy, and consume pings and pongs before the handler sees them.
+// transport_setup.cpp. Inbound bytes are cut into frames by wire.hpp's frame_reader: asio reads
+// straight into its buffer and frames are handed to the handler as views, without a copy.
 
 #include "remote/stream_connection.hpp"
 
@@ -163,7 +160,7 @@ stream_connection::stream_connection(tcp::socket socket, const io_limits& limits
       stream_(std::in_place_index<0>, std::move(socket)),
       endpoint_(peer_of(std::get<0>(stream_))),
       timer_(lowest().get_executor()),
-      in_(limits.read_chunk) {}
+      reader_(limits.max_frame_bytes, limits.read_chunk) {}
 
 stream_connection::stream_connection(tcp::socket socket, std::shared_ptr<asio::ssl::context> ctx,
                                      const io_limits& limits)
@@ -172,7 +169,7 @@ stream_connection::stream_connection(tcp::socket socket, std::shared_ptr<asio::s
       stream_(std::in_place_index<1>, std::move(socket), *ssl_),
       endpoint_(peer_of(std::get<1>(stream_).next_layer())),
       timer_(lowest().get_executor()),
-      in_(limits.read_chunk) {}
+      reader_(limits.max_frame_bytes, limits.read_chunk) {}
 
 stream_connection::~stream_connection() = default;
 
@@ -294,35 +291,13 @@ void stream_connection::on_written(const std::error_code& ec, std::size_t n) {
   write_next();
 }
 
-void stream_connection::make_room() {
-  const std::size_t held = in_end_ - in_begin_;
-  if (held == 0) {
-    in_begin_ = in_end_ = 0;
-    if (in_.size() > std::max(k_keep_capacity, limits_.read_chunk)) {
-      std::vector<unsigned char>(limits_.read_chunk).swap(in_);  // a large frame has gone
-    }
-  }
-  if (in_.size() - in_end_ >= limits_.read_chunk) return;
-  // Moving the unparsed tail to the front happens at most once per frame that crosses the end
-  // of the buffer: after it in_begin_ is 0 until that frame is whole.
-  if (in_begin_ > 0) {
-    std::memmove(in_.data(), in_.data() + in_begin_, held);
-    in_begin_ = 0;
-    in_end_ = held;
-  }
-  // Grow once to hold the whole partial frame plus one read, not one chunk at a time.
-  const std::size_t want = std::max(in_end_, in_need_) + limits_.read_chunk;
-  if (in_.size() < want) in_.resize(want);
-}
-
 void stream_connection::read_next() {
-  make_room();
-  auto buffer = asio::buffer(in_.data() + in_end_, limits_.read_chunk);
+  const std::span<unsigned char> space = reader_.prepare(limits_.read_chunk);
   std::visit(
       [&](auto& s) {
-        s.async_read_some(buffer, [self = self()](const std::error_code& ec, std::size_t n) {
-          self->on_read(ec, n);
-        });
+        s.async_read_some(
+            asio::buffer(space.data(), space.size()),
+            [self = self()](const std::error_code& ec, std::size_t n) { self->on_read(ec, n); });
       },
       stream_);
 }
@@ -338,31 +313,29 @@ void stream_connection::on_read(const std::error_code& ec, std::size_t n) {
   constexpr auto r = std::memory_order_relaxed;
   reads_.fetch_add(1, r);
   bytes_in_.fetch_add(n, r);
-  in_end_ += n;
+  reader_.commit(n);
   last_read_ = std::chrono::steady_clock::now();
   if (!deliver_frames()) return;
   read_next();
 }
 
 bool stream_connection::deliver_frames() {
-  while (in_end_ - in_begin_ >= k_header_bytes) {
+  reader_.set_max_body(max_frame_bytes_.load(std::memory_order_relaxed));
+  for (;;) {
     // close() from a callback, or from another thread, stops delivery at the next frame.
     if (closed_.load(std::memory_order_acquire)) return false;
     frame_header h;
-    const std::string_view reason =
-        decode_header(&in_[in_begin_], max_frame_bytes_.load(std::memory_order_relaxed), h);
-    if (!reason.empty()) {
-      close(error(errc::protocol_error, std::string(reason)));
-      return false;
+    byte_span body;
+    switch (reader_.next(h, body)) {
+      case frame_reader::status::partial:
+        return true;
+      case frame_reader::status::failed:
+        close(error(errc::protocol_error, std::string(reader_.failure())));
+        return false;
+      case frame_reader::status::frame:
+        break;
     }
-    const std::size_t whole = k_header_bytes + h.length;
-    if (in_end_ - in_begin_ < whole) {
-      in_need_ = whole;
-      return true;
-    }
-    const std::span<const unsigned char> body(&in_[in_begin_ + k_header_bytes], h.length);
-    in_begin_ += whole;  // the bytes stay put until the next read: body is valid for the call
-    in_need_ = 0;
+    // body stays valid until the next prepare(), which only read_next() calls.
     frames_in_.fetch_add(1, std::memory_order_relaxed);
     if (h.type == frame_type::ping) {
       send_internal(frame_type::pong, h.correlation);
@@ -380,8 +353,6 @@ bool stream_connection::deliver_frames() {
       }
     }
   }
-  in_need_ = 0;
-  return !closed_.load(std::memory_order_acquire);
 }
 
 // ---- heartbeat ----
@@ -474,21 +445,25 @@ void stream_connection::handshake_client(const std::string& host, bool verify_na
 }
 
 void stream_connection::await_confirmation(std::function<void(error)> done) {
-  if (in_end_ >= k_header_bytes) {
-    frame_header h;
-    const std::string_view reason =
-        decode_header(in_.data(), max_frame_bytes_.load(std::memory_order_relaxed), h);
-    if (!reason.empty() || h.type != frame_type::pong || h.correlation != k_tls_accepted ||
-        h.length != 0) {
-      return done(error(errc::protocol_error, "the server did not confirm the TLS connection"));
-    }
-    frames_in_.fetch_add(1, std::memory_order_relaxed);
-    in_begin_ = k_header_bytes;  // what follows is the peer's first frames, kept for start()
-    return done({});
+  frame_header h;
+  byte_span body;
+  switch (reader_.next(h, body)) {
+    case frame_reader::status::failed:
+      return done(error(errc::protocol_error, "the server did not confirm the TLS connection: " +
+                                                  std::string(reader_.failure())));
+    case frame_reader::status::frame:
+      if (h.type != frame_type::pong || h.correlation != k_tls_accepted || !body.empty()) {
+        return done(error(errc::protocol_error, "the server did not confirm the TLS connection"));
+      }
+      // What follows the confirmation stays in the reader: the peer's first frames, for start().
+      frames_in_.fetch_add(1, std::memory_order_relaxed);
+      return done({});
+    case frame_reader::status::partial:
+      break;
   }
-  make_room();
+  const std::span<unsigned char> space = reader_.prepare(limits_.read_chunk);
   std::get<tls_stream>(stream_).async_read_some(
-      asio::buffer(in_.data() + in_end_, limits_.read_chunk),
+      asio::buffer(space.data(), space.size()),
       [self = self(), done = std::move(done)](const std::error_code& ec, std::size_t n) mutable {
         if (ec) {
           // The server refused this client (its certificate) with an alert, or went away.
@@ -500,7 +475,7 @@ void stream_connection::await_confirmation(std::function<void(error)> done) {
         }
         self->reads_.fetch_add(1, std::memory_order_relaxed);
         self->bytes_in_.fetch_add(n, std::memory_order_relaxed);
-        self->in_end_ += n;
+        self->reader_.commit(n);
         self->await_confirmation(std::move(done));
       });
 }

@@ -109,8 +109,9 @@ class io_pool {
 // - Progress: send() takes a mutex for the duration of fill() only (no I/O under it, no
 //   waiting for the socket); it never blocks on the peer: a full window is an error value.
 // - Memory: outbound, a pending buffer (below max_pending_bytes plus the last accepted send)
-//   and the buffer being written; inbound, one buffer of read_chunk, grown to hold one whole
-//   frame of at most max_frame_bytes. Capacity above k_keep_capacity is released once idle.
+//   and the buffer being written, each released when it empties with a capacity above
+//   k_keep_capacity; inbound, wire.hpp's frame_reader: one read_chunk, grown to hold one
+//   whole frame of at most max_frame_bytes plus one read, shrunk back once that frame went.
 // - Lifetime: callbacks and pending operations hold the connection (shared_from_this); the
 //   connection holds the handler until on_closed has run, then drops it, so a handler may
 //   hold its connection without a leak.
