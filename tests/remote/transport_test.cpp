@@ -392,6 +392,18 @@ TEST(Transport_Connect, MissingCertificateFileFailsWithInvalidArgument) {
   EXPECT_EQ(c.error(), errc::invalid_argument) << c.error().message();
 }
 
+TEST(Transport_Connect, AHandshakeThatNeverCompletesTimesOutWithUnreachable) {
+  io_pool io(1);
+  silent_peer peer;  // TCP connects into its backlog; no TLS answer ever comes
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = connect_to(io, peer.port(), client_tls(), {}, "127.0.0.1", 300ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), errc::unreachable) << c.error().message();
+  EXPECT_NE(c.error().detail().find("within 300 ms"), std::string::npos) << c.error().message();
+  EXPECT_GE(took, 300ms);
+}
+
 TEST(Transport_Listener, PortZeroReportsTheBoundPortAndAccepts) {
   io_pool io(1);
   server srv;
@@ -438,6 +450,24 @@ TEST(Transport_Listener, CloseStopsAcceptingAndKeepsExistingConnections) {
   EXPECT_EQ(srv.accepted_count(), 1u);
   ASSERT_FALSE(send_one(**c, 0));
   EXPECT_TRUE(got->wait_frames(1));
+}
+
+TEST(Transport_Listener, AClientThatNeverHandshakesIsDroppedAfterTheHandshakeTimeout) {
+  io_pool io(1);
+  log_capture logs;
+  logs.attach(io);
+  io_limits limits;
+  limits.handshake_timeout = 200ms;
+  server srv;
+  ASSERT_TRUE(srv.open(io, server_tls(false), limits));
+  raw_client raw(srv.l->port());  // connects, says nothing
+  std::vector<unsigned char> sink(64);
+  std::error_code ec;
+  raw.socket.read_some(asio::buffer(sink), ec);  // returns when the listener drops it
+  EXPECT_TRUE(ec);
+  ASSERT_TRUE(eventually([&] { return logs.count() >= 1; }));
+  EXPECT_NE(logs.all().find("not done within 200 ms"), std::string::npos) << logs.all();
+  EXPECT_EQ(srv.accepted_count(), 0u);
 }
 
 // ---- malformed input ----
@@ -506,6 +536,25 @@ TEST(Transport_Protocol, UnknownFrameTypeAndLaneCloseOnlyThatConnection) {
   bytes[5] = static_cast<unsigned char>(frame_type::tell);
   bytes[7] = 9;
   expect_only_bad_connection_closed(bytes, "unknown lane");
+}
+
+TEST(Transport_Protocol, ALoweredFrameLimitAppliesToTheNextFrame) {
+  io_pool io(1);
+  server srv;
+  ASSERT_TRUE(srv.open(io));
+  auto c = connect_to(io, srv.l->port());
+  ASSERT_TRUE(c);
+  auto theirs = srv.nth(0);
+  ASSERT_NE(theirs, nullptr);
+  ASSERT_FALSE(send_one(**c, 0, 2000));
+  ASSERT_TRUE(theirs->wait_frames(1));
+  srv.nth_connection(0)->set_max_frame_bytes(1000);
+  ASSERT_FALSE(send_one(**c, 1, 1000));  // at the limit: accepted
+  ASSERT_FALSE(send_one(**c, 2, 1001));  // above: the connection closes
+  ASSERT_TRUE(theirs->wait_closed());
+  EXPECT_EQ(theirs->reason(), errc::protocol_error);
+  EXPECT_EQ(theirs->reason().detail(), "frame above the size limit");
+  EXPECT_EQ(theirs->frame_count(), 2u);
 }
 
 TEST(Transport_Protocol, RandomBytesNeverCrashAndLeaveOtherConnectionsWorking) {
