@@ -160,6 +160,8 @@ bool actor_cell::deliver_if_open(receive_context* env) noexcept {
 }
 
 error actor_cell::deliver_slow(receive_context* env) noexcept {
+  // A proxy for an actor on another node fails the fast path (its life state is above dead).
+  if (AKT_UNLIKELY(life() == life_state::remote)) return system_->remote()->deliver(this, env);
   dispatch_state observed;
   if (env->message().is<poison_pill>()) {
     // Control messages pass a stopping system: they are how it stops.
@@ -190,6 +192,10 @@ error actor_cell::deliver_slow(receive_context* env) noexcept {
 }
 
 void actor_cell::post_system(message msg, actor_cell* from) noexcept {
+  if (AKT_UNLIKELY(life() == life_state::remote)) {
+    system_->remote()->post_system(this, msg, from);
+    return;
+  }
   auto* env = static_cast<receive_context*>(acquire_envelope(this));
   env->message() = std::move(msg);
   if (from != nullptr) {
@@ -333,10 +339,18 @@ bool actor_cell::run_turn(unsigned budget) {
 }
 
 void actor_cell::invoke(receive_context& env) noexcept {
-  if (env.has_deadline() && system_->timers_.now_ns() >= context_access::deadline(env)) {
-    // The asker has given up: skip the handler (goakt: an expired ask is never handled).
-    system_->dead_letter(env, errc::request_timeout);
-    return;
+  // One test for the two rare cases: an ask with a deadline, a payload still in wire form.
+  if (AKT_UNLIKELY((context_access::flags(env) &
+                    (envelope::flag_has_deadline | envelope::flag_encoded)) != 0)) {
+    if (env.has_deadline() && system_->timers_.now_ns() >= context_access::deadline(env)) {
+      // The asker has given up: skip the handler (goakt: an expired ask is never handled).
+      system_->dead_letter(env, errc::request_timeout);
+      return;
+    }
+    // Decoded here, on the receiver's turn, not on the I/O thread that framed it.
+    if ((context_access::flags(env) & envelope::flag_encoded) != 0 &&
+        !system_->remote()->decode(env))
+      return;
   }
   cell_extras* x = extras_if_any();
   try {
@@ -385,7 +399,7 @@ void actor_cell::handle_system(receive_context& env) noexcept {
   } else if (auto* w = m.get_if<watch_request>()) {
     actor_cell* watcher = detail::cell_of(w->watcher);
     if (life() >= life_state::stopping) {
-      watcher->post_system(terminated_notice{detail::share_pid(this)});
+      watcher->post_system(terminated_notice{detail::share_pid(this), error()});
     } else {
       auto& watchers = extras().watchers;
       if (std::find(watchers.begin(), watchers.end(), watcher) == watchers.end()) {
@@ -401,7 +415,7 @@ void actor_cell::handle_system(receive_context& env) noexcept {
     if (x != nullptr && life() < life_state::stopping &&
         remove_one(x->watching, detail::cell_of(t->actor))) {
       auto* note = static_cast<receive_context*>(acquire_envelope(this));
-      note->message().emplace<terminated>(terminated{t->actor});
+      note->message().emplace<terminated>(terminated{t->actor, t->reason});
       detail::cell_of(t->actor)->add_ref();
       context_access::sender(*note) = detail::cell_of(t->actor);
       context_access::receiver(*note) = this;

@@ -321,11 +321,13 @@ void actor_cell::finish_stop() noexcept {
     pid self = detail::share_pid(this);
     for (actor_cell* w : x->watching) w->post_system(unwatch_request{self});
     release_all(x->watching);
-    for (actor_cell* w : x->watchers) w->post_system(terminated_notice{self});
+    for (actor_cell* w : x->watchers) w->post_system(terminated_notice{self, error()});
     release_all(x->watchers);
     x->behaviors.clear();
     x->retired.clear();
   }
+  // After the watchers were told (a remote watcher's notice names this actor by its uid).
+  if (remote_extension* r = system_->remote()) r->on_actor_stopped(this);
   system_->processed_by_dead_.fetch_add(processed_.load(std::memory_order_relaxed),
                                         std::memory_order_relaxed);
   if (parent_ != nullptr) parent_->post_system(child_stopped{this});

@@ -1,6 +1,7 @@
 #include "akt/actor/actor_system.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -76,7 +77,85 @@ result<void> actor_system::start() {
   }
   core_->timers_.start();
   core_->dispatcher_.start(core_->keep_alive());
+  if (core_->config_.remote) {
+    detail::remote_factory make = detail::installed_remote_factory();
+    result<std::unique_ptr<detail::remote_extension>> r =
+        make != nullptr
+            ? make(core_, *this)
+            : result<std::unique_ptr<detail::remote_extension>>(
+                  error(errc::remoting_disabled,
+                        "the config asks for remoting but the remote module is not linked "
+                        "(link akt::akt or akt::remote and include <akt/remote/remote.hpp>)"));
+    if (!r) {
+      (void)stop();
+      return r.error();
+    }
+    core_->remote_.store(r->release(), std::memory_order_release);
+  }
   return {};
+}
+
+namespace detail {
+namespace {
+std::atomic<remote_factory> g_remote_factory{nullptr};
+}
+void install_remote_factory(remote_factory f) noexcept {
+  g_remote_factory.store(f, std::memory_order_release);
+}
+remote_factory installed_remote_factory() noexcept {
+  return g_remote_factory.load(std::memory_order_acquire);
+}
+}  // namespace detail
+
+namespace {
+error no_remoting() {
+  return error(errc::remoting_disabled, "the system was configured without remoting");
+}
+}  // namespace
+
+std::string actor_system::address() const {
+  detail::remote_extension* r = core_->remote();
+  return r != nullptr ? r->address() : std::string();
+}
+
+std::string actor_system::address_of(const pid& actor) const {
+  detail::remote_extension* r = core_->remote();
+  if (r == nullptr || !actor) return std::string();
+  return r->address_of(detail::cell_of(actor));
+}
+
+result<pid> actor_system::lookup(std::string_view address, std::chrono::nanoseconds timeout) {
+  detail::remote_extension* r = core_->remote();
+  if (r == nullptr) return no_remoting();
+  return r->lookup(address, timeout);
+}
+
+result<pid> actor_system::lookup(std::string_view node, std::string_view name,
+                                 std::chrono::nanoseconds timeout) {
+  detail::remote_extension* r = core_->remote();
+  if (r == nullptr) return no_remoting();
+  return r->lookup(node, name, timeout);
+}
+
+error actor_system::register_actor_factory(
+    std::string_view kind, std::function<result<pid>(actor_system&, std::string_view)> make) {
+  if (kind.empty() || !make) return error(errc::invalid_argument, "an actor kind needs a name");
+  std::lock_guard<std::mutex> lock(core_->kinds_mutex_);
+  auto [it, added] = core_->actor_kinds_.try_emplace(std::string(kind), std::move(make));
+  if (!added) return error(errc::duplicate_type_name, "actor kind " + std::string(kind));
+  return {};
+}
+
+result<pid> actor_system::spawn_on(std::string_view node, std::string_view kind,
+                                   std::string_view name, std::chrono::nanoseconds timeout) {
+  detail::remote_extension* r = core_->remote();
+  if (r == nullptr) return no_remoting();
+  return r->spawn_on(node, kind, name, timeout);
+}
+
+std::vector<peer_stats> actor_system::peers() const {
+  detail::remote_extension* r = core_->remote();
+  return r != nullptr ? r->peers() : std::vector<peer_stats>();
 }
 
 namespace {
@@ -174,6 +253,9 @@ result<void> actor_system::stop() {
                          " actors did not stop within the shutdown timeout");
     }
   }
+  // 2b. Remoting: what is queued for peers goes out (or becomes dead letters), then the
+  //     connections close and the I/O threads end.
+  if (detail::remote_extension* r = core_->remote()) r->shut_down(deadline, problems);
   // Subscriptions hold pids, whose cells hold this core: drop what the stops left behind.
   core_->topics_.clear();
   // 3. Timers, the blocking pool, the dispatcher. Threads stuck in user code are left behind
@@ -249,6 +331,10 @@ std::vector<schedule_info> actor_system::schedules() const { return core_->sched
 
 result<void> actor_system::stop_actor(const pid& actor, std::chrono::nanoseconds timeout) {
   if (!actor) return errc::empty_pid;
+  if (detail::cell_of(actor)->is_remote()) {
+    if (detail::on_worker_thread()) return errc::blocking_on_worker;
+    return core_->remote()->stop_remote(detail::cell_of(actor), timeout);
+  }
   (void)actor.stop();
   if (detail::on_worker_thread()) return errc::blocking_on_worker;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

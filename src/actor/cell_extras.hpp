@@ -31,6 +31,7 @@ struct unwatch_request {
 };
 struct terminated_notice {  // from a watched actor that stopped
   pid actor;
+  error reason = {};  // ok for a stop; node_lost when the remote module lost the actor's node
 };
 struct child_stopped {  // from a child to its parent, as the child's last act
   actor_cell* child;

@@ -531,6 +531,7 @@ std::vector<result<message>> ask_batch(actor_cell* to, std::vector<message>&& ms
 std::string_view cell_name(const actor_cell* c) noexcept { return c->name(); }
 
 std::string cell_path(const actor_cell* c) {
+  if (c->is_remote()) return std::string(c->path());  // a proxy's path is its full address
   std::string p = "akt://";
   p += c->system()->name_;
   p += c->is_grain() ? "/grain/" : "/user/";
@@ -538,7 +539,11 @@ std::string cell_path(const actor_cell* c) {
   return p;
 }
 
-bool cell_alive(const actor_cell* c) noexcept { return c->life() == life_state::alive; }
+bool cell_alive(const actor_cell* c) noexcept {
+  const life_state l = c->life();
+  if (l == life_state::remote) return c->system()->remote()->alive(c);
+  return l == life_state::alive;
+}
 
 system_core* cell_system(const actor_cell* c) noexcept { return c->system(); }
 

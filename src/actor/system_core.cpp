@@ -40,8 +40,27 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
                                     cfg.manual_time ? &work_ : nullptr}),
       events_(std::make_shared<event_stream>()) {}
 
+namespace {
+// Dead-letter reasons that mean the message was refused before any handler ran (not
+// processed, so safe to send again): the refusal mark travels with them to a remote asker.
+bool is_refusal(errc c) noexcept {
+  switch (c) {
+    case errc::dead:
+    case errc::mailbox_full:
+    case errc::mailbox_disposed:
+    case errc::system_shutting_down:
+    case errc::system_not_started:
+    case errc::request_timeout:  // an expired ask skipped before its handler
+    case errc::actor_not_found:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 void system_core::dead_letter(receive_context& env, const error& reason) noexcept {
-  complete_reply(env, reason);
+  complete_reply(env, is_refusal(reason.code()) ? error_access::mark_refused(reason) : reason);
   dead_letter(std::move(env.message()), detail::share_pid(context_access::sender(env)),
               detail::share_pid(context_access::receiver(env)), reason);
 }
@@ -49,6 +68,8 @@ void system_core::dead_letter(receive_context& env, const error& reason) noexcep
 void system_core::dead_letter(message msg, pid sender, pid receiver, const error& reason) noexcept {
   dead_letters_.fetch_add(1, std::memory_order_relaxed);
   if (!events_->has_subscribers<akt::dead_letter>()) return;
+  // A message from another node may still be in wire form: subscribers see it decoded.
+  if (remote_extension* r = remote()) r->decode_for_dead_letter(msg);
   try {
     events_->publish(
         akt::dead_letter{std::move(msg), std::move(sender), std::move(receiver), reason});

@@ -14,9 +14,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "actor/name_registry.hpp"
+#include "actor/remote_hooks.hpp"
 #include "actor/scheduler.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/event_stream.hpp"
@@ -181,6 +183,16 @@ class system_core {
   // the core.
   std::mutex extension_mutex_;
   std::atomic<system_extension*> grains_{nullptr};
+  // The remote module's extension: written by start() before it returns (release), when the
+  // config has remote settings; null otherwise. Owned; deleted with the core (proxies that
+  // outlive stop() still reach it).
+  std::atomic<remote_extension*> remote_{nullptr};
+  remote_extension* remote() const noexcept { return remote_.load(std::memory_order_acquire); }
+
+  // Actor kinds registered by name, for spawn_on from other nodes (guarded by kinds_mutex_).
+  using actor_factory = std::function<result<pid>(actor_system&, std::string_view name)>;
+  std::mutex kinds_mutex_;
+  std::unordered_map<std::string, actor_factory> actor_kinds_;
 
   void log(log_level level, std::string_view component, std::string_view text) const {
     if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
@@ -212,7 +224,10 @@ class system_core {
   std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
 
  private:
-  ~system_core() { delete grains_.load(std::memory_order_acquire); }
+  ~system_core() {
+    delete grains_.load(std::memory_order_acquire);
+    delete remote_.load(std::memory_order_acquire);
+  }
   std::atomic<std::uint32_t> refs_{1};
   std::mutex death_mutex_;
   std::condition_variable death_cv_;

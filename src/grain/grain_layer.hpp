@@ -383,5 +383,22 @@ grain_identity identity_of(const grain_kind* kind, const actor_cell* cell);
 // on_activate never runs on the timer thread (grain_send.cpp).
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg);
 
+// A message for a grain that arrived from elsewhere (another node, through the remote module),
+// with what its envelope must carry. The sender's reference (if any) and the reply route belong
+// to the delivery until it reaches an envelope.
+struct grain_delivery {
+  message msg;
+  actor_cell* sender = nullptr;  // a reference the delivery owns
+  reply_route* route = nullptr;  // an ask or an acknowledged tell's answer
+  std::int64_t deadline_ns = 0;  // timer service clock; 0: none
+  std::uint32_t flags = 0;       // envelope flags to add (remote_origin, encoded, grain_ack)
+};
+// The seam remote senders (and, next, the cluster) reach a grain of this node through: the
+// message goes into the identity's activation like a one-way tell, with d's sender, answer
+// route and deadline. It never runs on_activate on the calling thread (an I/O thread): an
+// identity without an activation is activated on the blocking pool. A refusal is dead-lettered
+// and answers the route, with the refusal mark (not processed, safe to send again).
+void deliver_to_grain(system_core* core, const grain_identity& id, grain_delivery d);
+
 }  // namespace detail
 }  // namespace akt

@@ -9,6 +9,7 @@
 #include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
 #include "actor/name_registry.hpp"
+#include "actor/reply_slot.hpp"
 #include "akt/actor/detail/pipe.hpp"
 #include "akt/core/thread.hpp"
 #include "grain/grain_layer.hpp"
@@ -227,6 +228,74 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
 // on_activate never runs on the timer thread.
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
   return tell_one_way(core, id, std::move(msg), nullptr, true, false);
+}
+
+namespace {
+// Answers and dead-letters a delivery that did not reach an activation.
+void refuse_delivery(system_core* core, const grain_identity& id, grain_delivery& d, error e) {
+  e = error_access::mark_refused(error(e.code(), id.str() + ": " + e.message()));
+  if (reply_route* r = std::exchange(d.route, nullptr)) {
+    result<message> v(e);
+    (void)r->complete(v);
+  }
+  core->dead_letter(std::move(d.msg), detail::adopt_pid(std::exchange(d.sender, nullptr)), pid(),
+                    e);
+}
+
+struct enqueue_delivery final : grain_directory::visitor {
+  const grain_identity& id;
+  grain_delivery& d;
+  receive_context* refused = nullptr;  // to deliver (and be refused) outside the lock
+  pid refused_by;
+  enqueue_delivery(const grain_identity& i, grain_delivery& del) : id(i), d(del) {}
+  error visit(actor_cell* cell) override {
+    if (error e = reserve(cell, id)) return e;
+    auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(d.msg)).release());
+    context_access::sender(*env) = std::exchange(d.sender, nullptr);
+    if (d.route != nullptr) {
+      context_access::reply(*env) = std::exchange(d.route, nullptr);
+      context_access::reply_closed(*env) = false;
+      context_access::flags(*env) |= envelope::flag_ask;
+    }
+    if (d.deadline_ns != 0) {
+      context_access::deadline(*env) = d.deadline_ns;
+      context_access::flags(*env) |= envelope::flag_has_deadline;
+    }
+    context_access::flags(*env) |= d.flags;
+    if (cell->deliver_if_open(env)) return {};
+    refused = env;
+    refused_by = detail::share_pid(cell);
+    return {};
+  }
+};
+
+// One attempt; k_not_active (d untouched) when the identity needs an activation and
+// may_activate is false.
+error try_deliver(system_core* core, const grain_identity& id, grain_delivery& d,
+                  bool may_activate) {
+  grain_layer& layer = layer_of(core);
+  auto kind = layer.find_kind(id.kind);
+  if (!kind) return kind.error();
+  enqueue_delivery v(id, d);
+  error e = layer.visit(*kind, id.name, nullptr, v, may_activate);
+  // A closed cell refuses it with its own dead letter, answering the route.
+  if (v.refused != nullptr) (void)detail::cell_of(v.refused_by)->deliver(v.refused);
+  return e;
+}
+}  // namespace
+
+void deliver_to_grain(system_core* core, const grain_identity& id, grain_delivery d) {
+  error e = try_deliver(core, id, d, false);
+  if (e == k_not_active) {
+    auto held = std::make_shared<grain_delivery>(std::move(d));
+    auto task = [core, id, held] {
+      if (error err = try_deliver(core, id, *held, true)) refuse_delivery(core, id, *held, err);
+    };
+    if (core->blocking_.submit(std::move(task))) return;
+    d = std::move(*held);
+    e = errc::system_shutting_down;
+  }
+  if (e) refuse_delivery(core, id, d, e);
 }
 
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,

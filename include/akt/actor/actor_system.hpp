@@ -16,15 +16,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "akt/actor/actor.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
+#include "akt/actor/remote_config.hpp"
 #include "akt/actor/schedule.hpp"
 #include "akt/actor/spawn_options.hpp"
 #include "akt/actor/supervisor.hpp"
@@ -60,6 +63,9 @@ struct system_config {
   // real time. The dispatcher then also counts ready actors so the testkit can wait until
   // everything an advance triggered has been handled.
   bool manual_time = false;
+  // Remoting (include/akt/remote/remote.hpp): set, the system is a node of a cluster of
+  // systems, reachable at akt://<name>@<host>:<port>; unset, it opens no socket.
+  std::optional<remote_config> remote = std::nullopt;
 };
 
 // Figures of one actor (actor_system::stats(pid)).
@@ -165,6 +171,42 @@ class actor_system {
                                           std::string_view zone = "UTC");
   // The active schedules, oldest first.
   std::vector<schedule_info> schedules() const;
+
+  // ---- Remoting (system_config::remote; without it these return errc::remoting_disabled) ----
+
+  // This node's address, akt://<name>@<host>:<port> (the bound port when the config said 0);
+  // empty without remoting.
+  std::string address() const;
+  // An actor's address: akt://<system>@<host>:<port>/<path> (a local actor's, with this node's
+  // address; empty without remoting), for a lookup on another node.
+  std::string address_of(const pid& actor) const;
+  // The actor at `address` (akt://system@host:port/path, or a local one), checked by a round
+  // trip to its node: actor_not_found when nothing lives there, invalid_address when the text
+  // does not parse, unreachable when the node cannot be reached within the timeout. The pid is
+  // told, asked, watched and stopped like a local one. Blocking: not from a dispatcher worker
+  // (blocking_on_worker).
+  result<pid> lookup(std::string_view address,
+                     std::chrono::nanoseconds timeout = std::chrono::seconds(5));
+  // The actor named `name` on node "host:port".
+  result<pid> lookup(std::string_view node, std::string_view name,
+                     std::chrono::nanoseconds timeout = std::chrono::seconds(5));
+  // Makes T spawnable by name from other nodes (spawn_on): T is default-constructed.
+  // duplicate_type_name when another factory has that name.
+  template <class T>
+  error register_actor_kind(std::string_view kind) {
+    static_assert(std::is_base_of_v<actor, T> && std::is_default_constructible_v<T>,
+                  "register_actor_kind<T>: T must derive from akt::actor and be default-"
+                  "constructible");
+    return register_actor_factory(
+        kind, [](actor_system& sys, std::string_view name) { return sys.spawn<T>(name); });
+  }
+  error register_actor_factory(std::string_view kind,
+                               std::function<result<pid>(actor_system&, std::string_view)> make);
+  // Spawns an actor of a registered kind on node "host:port" and returns its pid.
+  result<pid> spawn_on(std::string_view node, std::string_view kind, std::string_view name,
+                       std::chrono::nanoseconds timeout = std::chrono::seconds(5));
+  // Figures per peer node (messages, bytes, frames, writes, reconnects, refusals).
+  std::vector<peer_stats> peers() const;
 
   event_stream& events() noexcept;
   // Publish/subscribe between this system's actors, by topic name (see topics.hpp).

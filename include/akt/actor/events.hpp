@@ -16,6 +16,10 @@ namespace akt {
 // Sent to every watcher (ctx.watch) of an actor when it has stopped, for whatever reason.
 struct terminated {
   pid actor;
+  // ok when the actor stopped. For an actor on another node: errc::node_lost when its node was
+  // lost (heartbeats missed, or unreachable past remote_config::node_lost_after), so a watcher
+  // can tell "it stopped" from "we lost sight of it".
+  error reason = {};
 };
 
 // Delivered by pipe_to when the piped task failed, threw or timed out.

@@ -25,7 +25,9 @@ class actor_system;
 
 // Stops the receiving actor when told; travels on the system queue, ahead of queued user
 // messages, which are then published as dead letters.
-struct poison_pill {};
+struct poison_pill {
+  static constexpr std::string_view akt_type_name = "akt.poison_pill";
+};
 
 class pid;
 namespace detail {

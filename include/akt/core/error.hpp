@@ -62,6 +62,10 @@ inline std::error_code make_error_code(errc code) noexcept {
   return {static_cast<int>(code), error_category()};
 }
 
+namespace detail {
+struct error_access;
+}
+
 class [[nodiscard]] error {
  public:
   error() noexcept = default;
@@ -82,9 +86,25 @@ class [[nodiscard]] error {
   friend bool operator==(const error& a, errc b) noexcept { return a.code_ == b; }
 
  private:
+  friend struct detail::error_access;
   errc code_ = errc::ok;
+  // Set on a refusal made before any handler ran (the message was not processed, so it is safe
+  // to send again): the "refused" mark of goakt-grains.md, which remoting carries on the wire.
+  // Internal: it never changes how an error compares or prints.
+  bool refused_ = false;
   std::shared_ptr<const std::string> detail_;
 };
+
+namespace detail {
+// akt's own access to the refusal mark; not for users.
+struct error_access {
+  static bool refused(const error& e) noexcept { return e.refused_; }
+  static error mark_refused(error e) noexcept {
+    e.refused_ = true;
+    return e;
+  }
+};
+}  // namespace detail
 
 }  // namespace akt
 

@@ -31,6 +31,9 @@ class envelope : public mpsc_node {
     flag_has_deadline = 1u << 1,   // an ask with a deadline (the deadline lives further out)
     flag_ask = 1u << 2,            // built by an ask: replies go to its reply slot, never by tell
     flag_grain_ack = 1u << 3,      // a grain's acknowledged tell (an ask answered by no_err/err)
+    // The payload is still in its wire form (remote_origin): the receiver's turn decodes it
+    // before the handler, so the I/O thread only frames and routes.
+    flag_encoded = 1u << 4,
   };
 
   const akt::message& payload() const noexcept { return msg_; }

@@ -44,7 +44,10 @@ struct cell_extras;
 struct request_reply;
 struct supervise_siblings;
 
-enum class life_state : std::uint8_t { starting, alive, stopping, dead };
+// remote: a proxy for an actor on another node (the remote module's remote_cell). Above dead,
+// so every "stopping or later" test on the local paths (the fast path of deliver among them)
+// turns a proxy away, and deliver_slow and post_system hand it to the remote module.
+enum class life_state : std::uint8_t { starting, alive, stopping, dead, remote };
 // What the turn owner may process (owner-only): normal, or holding user messages while a
 // supervision decision is pending, or waiting for children to stop before a restart.
 enum class turn_mode : std::uint8_t { normal, suspended, restarting };
@@ -102,6 +105,7 @@ class actor_cell : public schedulable {
   // before start, before any envelope to the cell is taken.
   void mark_grain() noexcept;
   bool is_grain() const noexcept { return grain_; }
+  bool is_remote() const noexcept { return life() == life_state::remote; }
   // Turn owner: true when no user message waits (exact for the default mailbox).
   bool user_backlog_empty() const noexcept { return user_empty(custom_.get()); }
 
@@ -118,6 +122,9 @@ class actor_cell : public schedulable {
   ~actor_cell() override;
   void destroy() noexcept override;
   // `a` lives inside this cell's block (actor_cell_for's storage); null when it was destroyed.
+  // A proxy of the remote module: set before the cell is shared; it never starts or stops.
+  void mark_remote() noexcept { life_.store(life_state::remote, std::memory_order_release); }
+
   void set_instance(actor* a) noexcept {
     std::uintptr_t w =
         turn_word_.load(std::memory_order_relaxed) & ~(k_has_instance | k_instance_elsewhere);
