@@ -28,3 +28,5 @@
 #include "akt/mailbox/unbounded_fair_mailbox.hpp"
 #include "akt/mailbox/unbounded_mailbox.hpp"
 #include "akt/mailbox/unbounded_segmented_mailbox.hpp"
+#include "akt/remote/remote.hpp"
+#include "akt/remote/serialization.hpp"

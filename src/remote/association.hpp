@@ -1,0 +1,236 @@
+#pragma once
+// association: this node's outbound side towards one peer node (docs/design.md, "Nodes and
+// associations"). Two lanes (control, ordinary), each one TCP (or TLS) connection that this
+// node opened and that carries this node's frames to the peer; the peer answers on its own
+// association back to this node. Also: the calls (asks, lookups, spawns) waiting for the peer's
+// answer, the proxies of the peer's actors, the watches of them, and the credit window.
+//
+// Contract
+// - Any thread may send (send_envelope, send_frame); sends on one lane are written in the
+//   order they were made (one mutex per association orders them with the lane's state): FIFO
+//   per sender, and per association.
+// - Lane states: idle -> connecting -> handshaking -> up; a closed lane goes back to idle and
+//   reconnects after a back-off that doubles from reconnect_min to reconnect_max. While a lane
+//   is not up its frames wait in its backlog (bounded: the window for the ordinary lane), in
+//   order, and go out first once it is up.
+// - The peer is lost when a lane missed its heartbeats, or stayed down for node_lost_after:
+//   the backlog's tells are dead-lettered (unreachable: never sent), calls waiting for an
+//   answer fail (connection_lost: they may have run), watchers of the peer's actors get
+//   terminated with node_lost. Later sends are refused (unreachable) and try to connect again.
+// - A peer that answers the handshake with another incarnation restarted: what belonged to
+//   the old one is lost as above, and proxies of the old incarnation answer dead.
+// - Credits: each user message sent on the ordinary lane counts its frame bytes in flight until
+//   the peer grants them back (when the message left its receiver's mailbox); a send that finds
+//   the window full is refused at once (window_full). Memory: window + one frame per lane.
+// - Callbacks from connections run on I/O threads and never block.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "akt/actor/pid.hpp"
+#include "akt/actor/remote_config.hpp"
+#include "akt/core/result.hpp"
+#include "akt/remote/serialization.hpp"
+#include "remote/transport.hpp"
+#include "remote/wire.hpp"
+
+namespace akt {
+class receive_context;
+namespace detail {
+class reply_route;
+}
+}  // namespace akt
+
+namespace akt::remote::detail {
+
+class remote_node;
+class remote_cell;
+
+class association : public std::enable_shared_from_this<association> {
+ public:
+  association(remote_node& node, std::string host, std::uint16_t port);
+  ~association();
+
+  const std::string& host() const noexcept { return host_; }
+  std::uint16_t port() const noexcept { return port_; }
+  const std::string& key() const noexcept { return key_; }  // host:port
+
+  // Starts connecting the lanes that are idle (a no-op when they are up or on their way).
+  void ensure_connected();
+  // Waits (blocking, outside the dispatcher) until the ordinary and control lanes are up, or
+  // the timeout: ok, or unreachable / the handshake's refusal.
+  error wait_until_up(std::chrono::nanoseconds timeout);
+
+  // A user message for the proxy `to`: encodes env (its payload, sender, ask correlation and
+  // time left) on the ordinary lane. On success env's reply route (an ask) belongs to this
+  // association until the peer answers; env itself is left to the caller to recycle. On a
+  // refusal nothing was sent and env is untouched.
+  error send_envelope(remote_cell& to, receive_context& env);
+  // A message for the peer's grain `identity` (kind/name): an ask when route is set (deadline
+  // on the timer service clock, 0: none; acknowledged: a tell that waits for the grain's ack),
+  // else one-way. On success route belongs to this association until the peer answers.
+  error send_to_grain(std::string_view identity, const message& msg,
+                      akt::detail::reply_route* route, std::int64_t deadline_ns, bool acknowledged);
+  // A control request with an answer: route completes with message(control_reply) or an error.
+  error call_control(const google::protobuf::MessageLite& request, akt::detail::reply_route* route,
+                     std::int64_t deadline_ns);
+  // A frame of the node's own (control without answer, replies, terminated). fill(byte_writer&)
+  // appends one whole frame and returns ok, or an error after which nothing is sent.
+  template <class F>
+  error send_frame(lane l, F&& fill);
+
+  // The answer to call `id` (a reply, an error reply, a control reply), from an inbound link.
+  void complete_call(std::uint64_t id, result<message> value);
+  // Calls past their deadline (the node's sweep): completed with request_timeout.
+  void expire_calls(std::int64_t now_ns);
+
+  // The proxy of the peer's actor `uid` (one per uid while this association lives).
+  pid proxy(std::uint64_t uid, std::string_view path);
+  // The peer's incarnation as the last handshake reported it (0 before the first).
+  std::uint64_t incarnation() const noexcept {
+    return incarnation_.load(std::memory_order_acquire);
+  }
+  const std::string& system_name() const;  // the peer's system name ("" before the handshake)
+  // The peer said (in an inbound handshake) that it runs as `incarnation` now.
+  void observe_incarnation(std::uint64_t incarnation);
+
+  // Watches of the peer's actors by local actors, for the node-lost notice.
+  void add_watch(const pid& watcher, const pid& target);
+  void remove_watch(const pid& watcher, const pid& target);
+  // The peer reported that its actor `uid` stopped: terminated to that local watcher.
+  void on_terminated(std::uint64_t uid, std::uint64_t watcher_uid, const error& reason);
+
+  // A credit frame from the peer: bytes of ours it took from its mailboxes.
+  void on_credit(lane l, std::uint64_t bytes) noexcept;
+  // Figures of messages that came from this peer (inbound links count them here).
+  void count_in(std::uint64_t frames, std::uint64_t bytes) noexcept {
+    messages_in_.fetch_add(frames, std::memory_order_relaxed);
+    bytes_in_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  peer_stats stats() const;
+
+  // stop(): waits until what was sent is written (or the deadline), then closes; what is left
+  // is dead-lettered, calls fail with system_shutting_down.
+  void shut_down(std::chrono::steady_clock::time_point deadline);
+
+  // Called by the lanes' handlers (I/O threads).
+  class lane_handler;
+  void on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_t incarnation,
+                  std::string system, std::uint64_t window);
+  void on_lane_closed(lane l, const connection* c, const error& why);
+  void on_lane_refused(lane l, const error& why);
+
+ private:
+  struct pending_call {
+    akt::detail::reply_route* route = nullptr;
+    std::int64_t deadline_ns = 0;  // timer service clock; 0: none
+    bool control = false;
+    // Written to a connection when registered (else it waited in a backlog): a restart of the
+    // peer fails only these; the others go to the new incarnation.
+    bool sent = false;
+  };
+  enum class lane_state : std::uint8_t { idle, connecting, up, backoff };
+  struct lane_slot {
+    lane_state state = lane_state::idle;
+    std::shared_ptr<connection> conn;  // while up
+    std::vector<unsigned char> backlog;
+    std::chrono::milliseconds backoff{0};
+  };
+
+  void connect_lane(lane l);  // with mutex_ held; state idle -> connecting
+  // Connects the lanes that are idle (mutex_ held): a send to a lost peer tries again.
+  void connect_idle_locked();
+  void schedule_reconnect(lane l);
+  // Declares the peer lost (reason node_lost, unreachable or dead for a new incarnation).
+  void lose_peer(const error& why);
+  void check_lost_deadline();
+  std::uint64_t register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
+                              bool control, bool sent);
+  akt::detail::reply_route* take_call(std::uint64_t id);
+  // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog.
+  template <class F>
+  error append_locked(lane l, F&& fill);
+  // The common part of the two sends above (f: everything but the type id and deadline).
+  error send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
+                  std::int64_t deadline_ns, const remote_cell* to);
+  // Dead letters for the tells in a backlog that will never be sent.
+  void dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why);
+
+  remote_node& node_;
+  const std::string host_;
+  const std::uint16_t port_;
+  const std::string key_;
+
+  mutable std::mutex mutex_;  // lanes_, system_, lost_, down_since_, watches_, proxies_
+  lane_slot lanes_[k_lanes];
+  std::string system_;
+  bool lost_ = false;
+  bool closing_ = false;
+  bool announced_up_ = false;  // peer_connected published, peer_disconnected not yet
+  std::chrono::steady_clock::time_point down_since_{};  // a lane went down; epoch: all up
+  std::atomic<std::uint64_t> incarnation_{0};       // writer: handshakes under mutex_; readers: any
+  std::unordered_map<std::uint64_t, pid> proxies_;  // uid -> proxy
+  struct watch {
+    pid watcher;  // local
+    pid target;   // proxy
+  };
+  std::vector<watch> watches_;
+
+  std::mutex calls_mutex_;  // calls_, next_call_
+  std::unordered_map<std::uint64_t, pending_call> calls_;
+  std::uint64_t next_call_ = 1;
+
+  // Ordinary-lane bytes sent and not yet granted back. Writers: senders (+, under mutex_), the
+  // I/O thread (- on credit, relaxed: a sender that reads a stale value is refused one window
+  // early or late by one message at most, which the bound tolerates).
+  std::atomic<std::int64_t> in_flight_{0};
+  std::uint64_t window_ = 0;
+
+  std::atomic<std::uint64_t> messages_out_{0}, refused_{0}, reconnects_{0};
+  std::atomic<std::uint64_t> messages_in_{0}, bytes_in_{0};
+  std::atomic<std::uint64_t> frames_out_closed_{0}, bytes_out_closed_{0}, writes_closed_{0};
+};
+
+template <class F>
+error association::append_locked(lane l, F&& fill) {
+  lane_slot& s = lanes_[static_cast<int>(l)];
+  if (s.state == lane_state::up && s.conn) {
+    error filled;
+    error e = s.conn->send([&](std::vector<unsigned char>& out) {
+      const std::size_t before = out.size();
+      byte_writer w(out);
+      filled = fill(w);
+      if (filled) out.resize(before);
+    });
+    if (filled) return filled;
+    if (e != errc::connection_lost) return e;
+    // Closed under us: the lane's close callback is on its way; keep the frame, in order.
+  }
+  const std::size_t before = s.backlog.size();
+  byte_writer w(s.backlog);
+  if (error filled = fill(w)) {
+    s.backlog.resize(before);
+    return filled;
+  }
+  connect_idle_locked();  // both lanes: a peer is connected when both are up
+  return {};
+}
+
+template <class F>
+error association::send_frame(lane l, F&& fill) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closing_) return errc::system_shutting_down;
+  if (lost_) {
+    connect_idle_locked();
+    return errc::unreachable;
+  }
+  return append_locked(l, std::forward<F>(fill));
+}
+
+}  // namespace akt::remote::detail

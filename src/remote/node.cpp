@@ -1,0 +1,564 @@
+// The remote module's extension of an actor system (node.hpp): start, the hooks the actor
+// layer calls, lookups, spawns and stops on other nodes, and shutdown.
+
+#include "remote/node.hpp"
+
+#include <asio.hpp>
+#include <charconv>
+#include <future>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "actor/cell_extras.hpp"
+#include "actor/reply_slot.hpp"
+#include "akt/core/clock.hpp"
+#include "akt/core/thread.hpp"
+#include "akt/remote/remote.hpp"
+#include "remote/association.hpp"
+#include "remote/inbound.hpp"
+#include "remote/payload.hpp"
+#include "remote/remote_cell.hpp"
+#include "remote/wire.hpp"
+#include "remote/wire.pb.h"
+
+namespace akt::remote {
+
+namespace detail {
+
+using akt::detail::actor_cell;
+using akt::detail::context_access;
+
+// ---------------------------------------------------------------------------------------------
+// addresses
+
+result<node_address> parse_node(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
+    return error(errc::invalid_address, "expected host:port, got '" + std::string(text) + "'");
+  }
+  std::string_view host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
+    return error(errc::invalid_address, "bad port in '" + std::string(text) + "'");
+  }
+  return node_address{std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+result<actor_address> parse_address(std::string_view text) {
+  constexpr std::string_view scheme = "akt://";
+  auto bad = [&](std::string_view why) {
+    return error(errc::invalid_address, std::string(why) + " in '" + std::string(text) +
+                                            "' (expected akt://system@host:port/path)");
+  };
+  if (text.substr(0, scheme.size()) != scheme) return bad("no akt:// scheme");
+  std::string_view rest = text.substr(scheme.size());
+  const auto at = rest.find('@');
+  if (at == std::string_view::npos || at == 0) return bad("no system@");
+  const auto slash = rest.find('/', at);
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) return bad("no path");
+  result<node_address> node = parse_node(rest.substr(at + 1, slash - at - 1));
+  if (!node) return bad(node.error().detail());
+  return actor_address{std::string(rest.substr(0, at)), std::move(*node),
+                       std::string(rest.substr(slash + 1))};
+}
+
+// ---------------------------------------------------------------------------------------------
+// construction
+
+namespace {
+
+// Sweeps calls past their deadline this often: a reply later than its ask's deadline by up to
+// this much still lands (the asker's own wait has already given up; this only frees the call).
+constexpr std::chrono::milliseconds k_sweep_interval{100};
+
+std::uint64_t draw_incarnation() {
+  std::random_device rd;
+  std::uint64_t v = 0;
+  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  return v;
+}
+
+tls_settings tls_of(const tls_config& t) {
+  tls_settings s;
+  s.enabled = t.enabled;
+  s.certificate_file = t.certificate_file;
+  s.private_key_file = t.private_key_file;
+  s.ca_file = t.ca_file;
+  s.require_peer_certificate = t.mutual;
+  return s;
+}
+
+// The serializer of poison_pill, so that pid.stop() works on a remote pid.
+error encode_nothing(const poison_pill&, byte_writer&) { return {}; }
+result<poison_pill> decode_pill(byte_reader&) { return poison_pill{}; }
+
+}  // namespace
+
+remote_node::remote_node(akt::detail::system_core* core, actor_system& sys,
+                         const remote_config& cfg)
+    : core_(core), sys_(sys), cfg_(cfg), incarnation_(draw_incarnation()), tls_(tls_of(cfg.tls)) {
+  limits_.max_frame_bytes = cfg.max_frame_bytes;
+  limits_.max_pending_bytes = std::max<std::size_t>(cfg.window_bytes * 2, 1u << 20);
+  limits_.handshake_timeout = cfg.connect_timeout;
+}
+
+remote_node::~remote_node() {
+  std::vector<std::string> ignored;
+  shut_down(std::chrono::steady_clock::now(), ignored);
+}
+
+result<std::unique_ptr<akt::detail::remote_extension>> remote_node::make(
+    akt::detail::system_core* core, actor_system& sys) {
+  std::unique_ptr<remote_node> n(new remote_node(core, sys, *core->config_.remote));
+  if (error e = n->open()) return e;
+  return std::unique_ptr<akt::detail::remote_extension>(std::move(n));
+}
+
+error remote_node::open() {
+  if (cfg_.io_threads == 0) return error(errc::invalid_argument, "remote_config::io_threads is 0");
+  if (cfg_.tls.enabled && (cfg_.tls.certificate_file.empty() || cfg_.tls.private_key_file.empty() ||
+                           cfg_.tls.ca_file.empty())) {
+    return error(errc::invalid_argument, "TLS needs a certificate, a private key and a CA file");
+  }
+  (void)register_message<poison_pill>(&encode_nothing, &decode_pill);
+  io_ = std::make_unique<io_pool>(cfg_.io_threads);
+  io_->set_log([this](std::string_view text) { log(log_level::warning, text); });
+  auto l = listener::open(*io_, cfg_.host, cfg_.port, tls_, limits_,
+                          [this](std::shared_ptr<connection> c) {
+                            auto link = std::make_shared<inbound_link>(*this, c);
+                            {
+                              std::lock_guard<std::mutex> lock(mutex_);
+                              if (closing()) {
+                                c->close(error(errc::system_shutting_down, "stopping"));
+                                return;
+                              }
+                              links_.push_back(link);
+                            }
+                            c->start(link);
+                          });
+  if (!l) {
+    io_->stop();
+    return l.error();
+  }
+  listener_ = std::move(*l);
+  advertised_host_ = cfg_.advertised_host.empty() ? cfg_.host : cfg_.advertised_host;
+  advertised_port_ = cfg_.advertised_port != 0 ? cfg_.advertised_port : listener_->port();
+  address_ =
+      "akt://" + core_->name_ + "@" + advertised_host_ + ":" + std::to_string(advertised_port_);
+  after(k_sweep_interval, [this] { sweep(); });
+  return {};
+}
+
+void remote_node::sweep() {
+  if (closing()) return;
+  const std::int64_t now = core_->timers_.now_ns();
+  std::vector<std::shared_ptr<association>> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, a] : associations_) all.push_back(a);
+  }
+  for (auto& a : all) a->expire_calls(now);
+  after(k_sweep_interval, [this] { sweep(); });
+}
+
+void remote_node::after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  if (closing() || !io_) return;
+  auto timer = std::make_shared<asio::steady_timer>(io_->context(), delay);
+  timer->async_wait([this, timer, fn = std::move(fn)](const asio::error_code& ec) {
+    if (!ec && !closing()) fn();
+  });
+}
+
+void remote_node::log(log_level level, std::string_view text) const {
+  core_->log(level, "remote", text);
+}
+
+std::shared_ptr<association> remote_node::association_for(const std::string& host,
+                                                          std::uint16_t port) {
+  std::string key = host + ":" + std::to_string(port);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = associations_.find(key);
+  if (it != associations_.end()) return it->second;
+  auto a = std::make_shared<association>(*this, host, port);
+  associations_.emplace(std::move(key), a);
+  return a;
+}
+
+void remote_node::forget_link(inbound_link* l) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = links_.begin(); it != links_.end(); ++it) {
+    if (it->get() == l) {
+      links_.erase(it);
+      return;
+    }
+  }
+}
+
+void remote_node::publish_connected(const std::string& address, std::uint64_t incarnation) {
+  auto& events = *core_->events_;
+  if (!events.has_subscribers<peer_connected>()) return;
+  events.publish(peer_connected{address, incarnation});
+}
+
+void remote_node::publish_disconnected(const std::string& address, const error& why) {
+  log(log_level::warning, "peer " + address + " lost: " + why.message());
+  auto& events = *core_->events_;
+  if (!events.has_subscribers<peer_disconnected>()) return;
+  events.publish(peer_disconnected{address, why});
+}
+
+std::uint64_t remote_node::export_sender(actor_cell* c) { return exports_.export_cell(c); }
+
+// ---------------------------------------------------------------------------------------------
+// the actor layer's hooks
+
+error remote_node::deliver(actor_cell* to, receive_context* env) noexcept {
+  auto* proxy = static_cast<remote_cell*>(to);
+  context_access::receiver(*env) = to;
+  error e;
+  try {
+    e = proxy->peer().send_envelope(*proxy, *env);
+  } catch (const std::exception& ex) {
+    e = error(errc::unreachable, std::string("sending: ") + ex.what());
+  }
+  if (e) core_->dead_letter(*env, e);  // answers an ask with the refusal
+  recycle(env);
+  return e;
+}
+
+void remote_node::post_system(actor_cell* to, message& msg, actor_cell* from) noexcept {
+  auto* proxy = static_cast<remote_cell*>(to);
+  association& a = proxy->peer();
+  try {
+    if (auto* w = msg.get_if<akt::detail::watch_request>()) {
+      const std::uint64_t watcher = exports_.export_cell(akt::detail::cell_of(w->watcher));
+      if (watcher == 0) return;  // the watcher is stopping: nobody to tell
+      if (proxy->terminated()) {
+        akt::detail::cell_of(w->watcher)
+            ->post_system(akt::detail::terminated_notice{
+                akt::detail::share_pid(to), error(errc::node_lost, "its node was lost")});
+        return;
+      }
+      a.add_watch(w->watcher, akt::detail::share_pid(to));
+      akt::remote::control c;
+      c.mutable_watch()->set_target_uid(proxy->uid());
+      c.mutable_watch()->set_watcher_uid(watcher);
+      (void)a.send_frame(lane::control, [&](byte_writer& wr) {
+        return encode_proto_frame(wr, frame_type::control, lane::control, 0, c);
+      });
+    } else if (auto* u = msg.get_if<akt::detail::unwatch_request>()) {
+      a.remove_watch(u->watcher, akt::detail::share_pid(to));
+      const std::uint64_t watcher = exports_.uid_of(akt::detail::cell_of(u->watcher));
+      if (watcher == 0) return;
+      akt::remote::control c;
+      c.mutable_unwatch()->set_target_uid(proxy->uid());
+      c.mutable_unwatch()->set_watcher_uid(watcher);
+      (void)a.send_frame(lane::control, [&](byte_writer& wr) {
+        return encode_proto_frame(wr, frame_type::control, lane::control, 0, c);
+      });
+    } else if (auto* t = msg.get_if<akt::detail::terminated_notice>()) {
+      // A local actor that a remote actor watched has stopped.
+      akt::remote::terminated term;
+      term.set_uid(exports_.uid_of(akt::detail::cell_of(t->actor)));
+      term.set_watcher_uid(proxy->uid());
+      term.set_reason_code(static_cast<std::uint32_t>(t->reason.code()));
+      term.set_detail(std::string(t->reason.detail()));
+      (void)a.send_frame(lane::control, [&](byte_writer& wr) {
+        return encode_proto_frame(wr, frame_type::terminated, lane::control, 0, term);
+      });
+    } else {
+      log(log_level::debug,
+          "a system message for a remote actor was dropped: " + std::string(msg.type_name()));
+    }
+  } catch (...) {
+    log(log_level::error, "a system message for a remote actor could not be sent");
+  }
+  (void)from;
+}
+
+bool remote_node::decode(receive_context& env) noexcept {
+  message& m = env.message();
+  auto* p = m.get_if<encoded_payload>();
+  context_access::flags(env) &= ~static_cast<std::uint32_t>(envelope::flag_encoded);
+  if (p == nullptr) return true;
+  error why;
+  if (const serializer* s = find_serializer(p->type_id())) {
+    byte_reader r(p->bytes());
+    try {
+      result<message> d = s->decode(r);
+      if (d) {
+        m = std::move(*d);  // the encoded payload goes: its credit returns to the sender
+        return true;
+      }
+      why = d.error();
+    } catch (const std::exception& ex) {
+      why = error(errc::decode_failed, s->name + ": " + ex.what());
+    }
+  } else {
+    why = error(errc::decode_failed,
+                "no serializer for type id " + std::to_string(p->type_id()) + " on this node");
+  }
+  core_->dead_letter(env, why);
+  return false;
+}
+
+void remote_node::decode_for_dead_letter(message& m) noexcept {
+  auto* p = m.get_if<encoded_payload>();
+  if (p == nullptr) return;
+  try {
+    if (result<message> d = decode_message(p->type_id(), p->bytes())) m = std::move(*d);
+  } catch (...) {
+  }
+}
+
+void remote_node::on_actor_stopped(actor_cell* c) noexcept {
+  try {
+    exports_.remove(c);
+  } catch (...) {
+  }
+}
+
+bool remote_node::alive(const actor_cell* proxy) const noexcept {
+  return !static_cast<const remote_cell*>(proxy)->terminated();
+}
+
+std::string remote_node::address_of(const actor_cell* c) const {
+  if (c->is_remote()) return std::string(c->path());
+  return address_ + (c->is_grain() ? "/grain/" : "/user/") + std::string(c->path());
+}
+
+// ---------------------------------------------------------------------------------------------
+// lookups, spawns and stops on other nodes
+
+result<message> remote_node::control_call(const node_address& node,
+                                          const google::protobuf::MessageLite& request,
+                                          std::chrono::nanoseconds timeout) {
+  if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  if (closing()) return errc::system_shutting_down;
+  std::shared_ptr<association> a = association_for(node.host, node.port);
+  auto* slot = new akt::detail::reply_slot();
+  const std::int64_t deadline = core_->timers_.now_ns() + timeout.count();
+  if (error e = a->call_control(request, slot, deadline)) {
+    delete slot;
+    return e;
+  }
+  bool abandoned = false;
+  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned);
+  if (!abandoned) delete slot;
+  if (!r && r.code() == errc::request_timeout && a->incarnation() == 0) {
+    return error(errc::unreachable, "no answer from " + a->key() + " (not connected)");
+  }
+  return r;
+}
+
+namespace {
+error error_of(const akt::remote::control_reply& r) {
+  if (r.error_code() == 0) return {};
+  return error(static_cast<errc>(r.error_code()), r.error_detail());
+}
+}  // namespace
+
+result<pid> remote_node::lookup(std::string_view address, std::chrono::nanoseconds timeout) {
+  result<actor_address> a = parse_address(address);
+  if (!a) return a.error();
+  std::string_view path = a->path;
+  if (path.substr(0, 5) == "user/") path.remove_prefix(5);
+  if (a->system == core_->name_ && a->node.host == advertised_host_ &&
+      a->node.port == advertised_port_) {
+    return sys_.find(path);
+  }
+  return lookup_on(a->node, a->system, path, timeout);
+}
+
+result<pid> remote_node::lookup(std::string_view node, std::string_view name,
+                                std::chrono::nanoseconds timeout) {
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  return lookup_on(*n, {}, name, timeout);
+}
+
+result<pid> remote_node::lookup_on(const node_address& node, std::string_view system,
+                                   std::string_view name, std::chrono::nanoseconds timeout) {
+  akt::remote::control req;
+  req.mutable_lookup()->set_name(std::string(name));
+  result<message> r = control_call(node, req, timeout);
+  if (!r) return r.error();
+  const auto* reply = r->get_if<akt::remote::control_reply>();
+  if (reply == nullptr) return error(errc::protocol_error, "unexpected answer to a lookup");
+  if (error e = error_of(*reply)) return e;
+  std::shared_ptr<association> a = association_for(node.host, node.port);
+  if (!system.empty() && a->system_name() != system) {
+    return error(errc::actor_not_found, "the node at " + a->key() + " runs system '" +
+                                            a->system_name() + "', not '" + std::string(system) +
+                                            "'");
+  }
+  if (!reply->found()) {
+    return error(errc::actor_not_found, std::string(name) + " on " + a->key());
+  }
+  return a->proxy(reply->uid(), "user/" + reply->path());
+}
+
+result<pid> remote_node::spawn_on(std::string_view node, std::string_view kind,
+                                  std::string_view name, std::chrono::nanoseconds timeout) {
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  if (error e = akt::detail::validate_actor_name(name)) return e;
+  akt::remote::control req;
+  req.mutable_spawn()->set_kind(std::string(kind));
+  req.mutable_spawn()->set_name(std::string(name));
+  result<message> r = control_call(*n, req, timeout);
+  if (!r) return r.error();
+  const auto* reply = r->get_if<akt::remote::control_reply>();
+  if (reply == nullptr) return error(errc::protocol_error, "unexpected answer to a spawn");
+  if (error e = error_of(*reply)) return e;
+  return association_for(n->host, n->port)->proxy(reply->uid(), "user/" + reply->path());
+}
+
+result<void> remote_node::stop_remote(actor_cell* proxy, std::chrono::nanoseconds timeout) {
+  auto* rc = static_cast<remote_cell*>(proxy);
+  if (rc->terminated()) return {};
+  akt::remote::control req;
+  req.mutable_stop()->set_target_uid(rc->uid());
+  result<message> r =
+      control_call(node_address{rc->peer().host(), rc->peer().port()}, req, timeout);
+  if (!r) return r.error();
+  const auto* reply = r->get_if<akt::remote::control_reply>();
+  if (reply == nullptr) return error(errc::protocol_error, "unexpected answer to a stop");
+  if (error e = error_of(*reply)) return e;
+  rc->mark_terminated();
+  return {};
+}
+
+std::vector<peer_stats> remote_node::peers() const {
+  std::vector<std::shared_ptr<association>> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [key, a] : associations_) all.push_back(a);
+  }
+  std::vector<peer_stats> out;
+  out.reserve(all.size());
+  for (const auto& a : all) out.push_back(a->stats());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// grains on a given node
+
+namespace {
+result<remote_node*> node_of_system(actor_system& sys) {
+  akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();
+  if (r == nullptr)
+    return error(errc::remoting_disabled, "the system was configured without remoting");
+  return static_cast<remote_node*>(r);
+}
+}  // namespace
+
+result<message> ask_grain_on(actor_system& sys, std::string_view node, const grain_identity& id,
+                             message msg, std::chrono::nanoseconds timeout) {
+  result<remote_node*> rn = node_of_system(sys);
+  if (!rn) return rn.error();
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  std::shared_ptr<association> a = (*rn)->association_for(n->host, n->port);
+  auto* slot = new akt::detail::reply_slot();
+  akt::detail::system_core* core = akt::detail::core_of(sys);
+  const std::int64_t deadline = core->timers_.now_ns() + timeout.count();
+  if (error e = a->send_to_grain(id.str(), msg, slot, deadline, false)) {
+    delete slot;
+    core->dead_letter(std::move(msg), pid(), pid(), e);
+    return e;
+  }
+  bool abandoned = false;
+  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned);
+  if (!abandoned) delete slot;
+  return r;
+}
+
+error tell_grain_on(actor_system& sys, std::string_view node, const grain_identity& id, message msg,
+                    const grain_tell_options& opts) {
+  result<remote_node*> rn = node_of_system(sys);
+  if (!rn) return rn.error();
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  std::shared_ptr<association> a = (*rn)->association_for(n->host, n->port);
+  akt::detail::system_core* core = akt::detail::core_of(sys);
+  if (opts.one_way) {
+    error e = a->send_to_grain(id.str(), msg, nullptr, 0, false);
+    if (e) core->dead_letter(std::move(msg), pid(), pid(), e);
+    return e;
+  }
+  if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+  if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  auto* slot = new akt::detail::reply_slot();
+  if (error e = a->send_to_grain(id.str(), msg, slot, 0, true)) {
+    delete slot;
+    core->dead_letter(std::move(msg), pid(), pid(), e);
+    return e;
+  }
+  bool abandoned = false;
+  result<message> r = slot->await(akt::detail::now_ns() + opts.timeout.count(), abandoned);
+  if (!abandoned) delete slot;
+  return r ? error() : r.error();
+}
+
+// ---------------------------------------------------------------------------------------------
+// shutdown
+
+void remote_node::shut_down(std::chrono::steady_clock::time_point deadline,
+                            std::vector<std::string>& problems) noexcept {
+  if (closing_.exchange(true, std::memory_order_acq_rel)) return;
+  try {
+    std::vector<std::shared_ptr<association>> all;
+    std::vector<std::shared_ptr<inbound_link>> links;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [key, a] : associations_) all.push_back(a);
+      links = links_;
+    }
+    if (listener_) listener_->close();
+    for (auto& a : all) a->shut_down(deadline);
+    for (auto& l : links) l->close(error(errc::system_shutting_down, "the node stops"));
+    if (io_) {
+      // The closes above are posted to the I/O threads: let them run (the listening socket is
+      // free again when stop() returns, so a new node may bind its port), then stop the threads.
+      for (int round = 0; round < 2; ++round) {
+        auto done = std::make_shared<std::promise<void>>();
+        std::future<void> f = done->get_future();
+        asio::post(io_->context(), [done] { done->set_value(); });
+        (void)f.wait_for(std::chrono::seconds(1));
+      }
+      io_->stop();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    links_.clear();
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("remoting shutdown: ") + e.what());
+  }
+}
+
+remote_node& node_of(akt::detail::system_core* core) noexcept {
+  return *static_cast<remote_node*>(core->remote());
+}
+
+}  // namespace detail
+
+namespace detail {
+namespace {
+// Installed before main: every program that includes akt/remote/remote.hpp links this file
+// (module_linked), so every such program can start a system with remote settings.
+const bool factory_installed = (akt::detail::install_remote_factory(&remote_node::make), true);
+}  // namespace
+bool module_linked() noexcept { return factory_installed; }
+}  // namespace detail
+
+}  // namespace akt::remote

@@ -1,0 +1,140 @@
+#pragma once
+// remote_node: the remote module's extension of one actor system (src/actor/remote_hooks.hpp).
+// It owns the I/O threads, the listener, the associations (one per peer this node sends to),
+// the inbound links (one per connection a peer opened to this node) and the export table.
+//
+// Contract
+// - Built by actor_system::start (remote settings present) and destroyed with the system's
+//   core; shut_down() (from stop(), after the actors stopped) closes everything, after which
+//   every send is refused with system_shutting_down. Proxies may outlive it and still call it.
+// - Every member may be called from any thread. The I/O threads run only framing, routing and
+//   the handshake: no user code (spawn and stop requests from peers go to the blocking pool,
+//   messages are decoded on the receiver's turn).
+// - Timers here run in real time (asio), never on the system's (possibly manual) clock:
+//   heartbeats and reconnects are about the network, not about the actors' time.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "actor/remote_hooks.hpp"
+#include "actor/system_core.hpp"
+#include "remote/exports.hpp"
+#include "remote/transport.hpp"
+
+namespace google::protobuf {
+class MessageLite;
+}
+
+namespace akt::remote::detail {
+
+class association;
+class inbound_link;
+
+// "host:port" parsed.
+struct node_address {
+  std::string host;
+  std::uint16_t port = 0;
+};
+result<node_address> parse_node(std::string_view text);
+// akt://system@host:port/path parsed (path without the leading '/').
+struct actor_address {
+  std::string system;
+  node_address node;
+  std::string path;
+};
+result<actor_address> parse_address(std::string_view text);
+
+class remote_node final : public akt::detail::remote_extension {
+ public:
+  static result<std::unique_ptr<akt::detail::remote_extension>> make(akt::detail::system_core* core,
+                                                                     actor_system& sys);
+  ~remote_node() override;
+
+  // remote_extension
+  error deliver(akt::detail::actor_cell* to, receive_context* env) noexcept override;
+  void post_system(akt::detail::actor_cell* to, message& msg,
+                   akt::detail::actor_cell* from) noexcept override;
+  bool decode(receive_context& env) noexcept override;
+  void decode_for_dead_letter(message& m) noexcept override;
+  void on_actor_stopped(akt::detail::actor_cell* c) noexcept override;
+  bool alive(const akt::detail::actor_cell* proxy) const noexcept override;
+  std::string address() const override { return address_; }
+  std::string address_of(const akt::detail::actor_cell* c) const override;
+  result<pid> lookup(std::string_view address, std::chrono::nanoseconds timeout) override;
+  result<pid> lookup(std::string_view node, std::string_view name,
+                     std::chrono::nanoseconds timeout) override;
+  result<pid> spawn_on(std::string_view node, std::string_view kind, std::string_view name,
+                       std::chrono::nanoseconds timeout) override;
+  result<void> stop_remote(akt::detail::actor_cell* proxy,
+                           std::chrono::nanoseconds timeout) override;
+  std::vector<peer_stats> peers() const override;
+  void shut_down(std::chrono::steady_clock::time_point deadline,
+                 std::vector<std::string>& problems) noexcept override;
+
+  // For associations and inbound links.
+  akt::detail::system_core* core() const noexcept { return core_; }
+  actor_system& system() const noexcept { return sys_; }
+  const remote_config& config() const noexcept { return cfg_; }
+  const std::string& system_name() const noexcept { return core_->name_; }
+  std::uint64_t incarnation() const noexcept { return incarnation_; }
+  const std::string& advertised_host() const noexcept { return advertised_host_; }
+  std::uint16_t advertised_port() const noexcept { return advertised_port_; }
+  io_pool& io() noexcept { return *io_; }
+  const tls_settings& tls() const noexcept { return tls_; }
+  const io_limits& limits() const noexcept { return limits_; }
+  export_table& exports() noexcept { return exports_; }
+  bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
+  // The association to the peer at host:port (made on first use).
+  std::shared_ptr<association> association_for(const std::string& host, std::uint16_t port);
+  // Runs fn on an I/O thread after `delay` of real time (unless the node closed first).
+  void after(std::chrono::milliseconds delay, std::function<void()> fn);
+  // Logs through the system's logger.
+  void log(log_level level, std::string_view text) const;
+  void publish_connected(const std::string& address, std::uint64_t incarnation);
+  void publish_disconnected(const std::string& address, const error& why);
+  // The uid of a local actor sent as a sender or a watcher (0: none, or not alive).
+  std::uint64_t export_sender(akt::detail::actor_cell* c);
+  void forget_link(inbound_link* l);
+
+ private:
+  remote_node(akt::detail::system_core* core, actor_system& sys, const remote_config& cfg);
+  error open();
+  void sweep();  // expires calls; re-armed every k_sweep_interval while open
+  result<pid> lookup_on(const node_address& node, std::string_view system, std::string_view name,
+                        std::chrono::nanoseconds timeout);
+  // Sends a control request and waits for its answer (blocking; not on a worker).
+  result<message> control_call(const node_address& node,
+                               const google::protobuf::MessageLite& request,
+                               std::chrono::nanoseconds timeout);
+
+  akt::detail::system_core* const core_;
+  actor_system& sys_;
+  const remote_config cfg_;
+  const std::uint64_t incarnation_;
+  tls_settings tls_;
+  io_limits limits_;
+  std::unique_ptr<io_pool> io_;
+  std::unique_ptr<listener> listener_;
+  std::string advertised_host_;
+  std::uint16_t advertised_port_ = 0;
+  std::string address_;  // akt://system@host:port
+  // From the incarnation's bits: two incarnations' uids overlap only by chance (export_table).
+  export_table exports_{incarnation_ << 16};
+  std::atomic<bool> closing_{false};
+
+  mutable std::mutex mutex_;  // associations_, links_
+  std::unordered_map<std::string, std::shared_ptr<association>> associations_;
+  std::vector<std::shared_ptr<inbound_link>> links_;
+};
+
+remote_node& node_of(akt::detail::system_core* core) noexcept;
+
+}  // namespace akt::remote::detail

@@ -1,0 +1,60 @@
+#pragma once
+// remote_cell: the local stand-in for an actor on another node. A pid of it is told, asked,
+// requested, watched and stopped like a local pid: its life state (life_state::remote) fails
+// the local fast path, and actor_cell::deliver_slow / post_system hand what reaches it to the
+// node (remote_node::deliver / post_system), which writes it to the peer.
+//
+// Contract: immutable after construction except `terminated_`; any thread. It never runs a turn
+// (its dispatch state stays "processing" from construction, so no producer ever schedules it)
+// and never holds a message. It keeps its association alive.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "akt/actor/detail/actor_cell.hpp"
+
+namespace akt::remote::detail {
+
+class association;
+
+class remote_cell final : public akt::detail::actor_cell {
+ public:
+  // address: the actor's full address (akt://system@host:port/path), its path and name here.
+  remote_cell(akt::detail::system_core* core, std::string_view address,
+              std::shared_ptr<association> peer, std::uint64_t uid, std::uint64_t incarnation)
+      : actor_cell(core, nullptr, address, spawn_options{}),
+        peer_(std::move(peer)),
+        uid_(uid),
+        incarnation_(incarnation) {
+    mark_remote();
+  }
+
+  association& peer() const noexcept { return *peer_; }
+  const std::shared_ptr<association>& peer_ptr() const noexcept { return peer_; }
+  std::uint64_t uid() const noexcept { return uid_; }
+  // The incarnation of the node the actor lived on when this proxy was made (0: not known yet,
+  // a sender seen on a connection whose handshake named it).
+  std::uint64_t incarnation() const noexcept { return incarnation_; }
+
+  // Set when the node reported the actor stopped, or lost its node. Writer: the node (release);
+  // readers: alive() and senders (acquire).
+  void mark_terminated() noexcept { terminated_.store(true, std::memory_order_release); }
+  bool terminated() const noexcept { return terminated_.load(std::memory_order_acquire); }
+
+ protected:
+  void destroy_instance() noexcept override {}
+  akt::actor* locate_instance() const noexcept override { return nullptr; }
+  void rebuild_instance() override { throw std::logic_error("a remote actor is not restarted"); }
+
+ private:
+  const std::shared_ptr<association> peer_;
+  const std::uint64_t uid_;
+  const std::uint64_t incarnation_;
+  std::atomic<bool> terminated_{false};
+};
+
+}  // namespace akt::remote::detail
