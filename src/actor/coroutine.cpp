@@ -51,4 +51,10 @@ void await_delay(receive_context& turn, std::chrono::nanoseconds delay, continua
       delay, [me, id] { detail::cell_of(me)->post_system(request_expired{id}); });
 }
 
+bool window_open(const pid& p) noexcept {
+  const actor_cell* c = cell_of(p);
+  if (c == nullptr || !c->is_remote()) return true;
+  return c->system()->remote()->can_send(c);
+}
+
 }  // namespace akt::detail

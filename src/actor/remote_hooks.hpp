@@ -47,6 +47,8 @@ class remote_extension {
   virtual void on_actor_stopped(actor_cell* c) noexcept = 0;
   // Whether a proxy's actor is believed alive (not terminated, its node not lost).
   virtual bool alive(const actor_cell* proxy) const noexcept = 0;
+  // Whether a user message to a proxy would find room in the window to its node now.
+  virtual bool can_send(const actor_cell* proxy) const noexcept = 0;
 
   virtual std::string address() const = 0;                        // akt://system@host:port
   virtual std::string address_of(const actor_cell* c) const = 0;  // of a local cell or a proxy

@@ -187,10 +187,13 @@ void association::on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_
   std::unique_lock<std::mutex> lock(mutex_);
   incarnation_.store(incarnation, std::memory_order_release);
   system_ = std::move(system);
-  if (window != 0 && l == lane::ordinary) window_ = std::min<std::uint64_t>(window_, window);
+  if (window != 0 && l == lane::ordinary)
+    window_.store(std::min<std::uint64_t>(window_.load(std::memory_order_relaxed), window),
+                  std::memory_order_relaxed);
   lane_slot& s = lanes_[static_cast<int>(l)];
   const bool was_lost = lost_;
   lost_ = false;
+  lost_hint_.store(false, std::memory_order_relaxed);
   s.state = lane_state::up;
   s.conn = c;
   s.backoff = std::chrono::milliseconds(0);
@@ -326,6 +329,7 @@ void association::lose_peer(const error& why) {
     announced_up_ = false;
     if (!restarted) {
       lost_ = true;
+      lost_hint_.store(true, std::memory_order_relaxed);
       backlog.swap(lanes_[static_cast<int>(lane::ordinary)].backlog);
       lanes_[static_cast<int>(lane::control)].backlog.clear();
     }
@@ -450,14 +454,15 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
     refused_.fetch_add(1, std::memory_order_relaxed);
     return error(errc::unreachable, key_ + " is lost");
   }
-  if (in_flight_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(window_)) {
+  const std::uint64_t window = window_.load(std::memory_order_relaxed);
+  if (in_flight_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(window)) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-    return error(errc::window_full, key_ + ": " + std::to_string(window_) +
+    return error(errc::window_full, key_ + ": " + std::to_string(window) +
                                         " bytes in flight (the receivers are behind)");
   }
   lane_slot& ord = lanes_[static_cast<int>(lane::ordinary)];
   const bool backlogged = ord.state != lane_state::up;
-  if (backlogged && ord.backlog.size() >= window_) {
+  if (backlogged && ord.backlog.size() >= window) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return error(errc::window_full, key_ + ": " + std::to_string(ord.backlog.size()) +
                                         " bytes wait for the connection");

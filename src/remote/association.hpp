@@ -106,6 +106,13 @@ class association : public std::enable_shared_from_this<association> {
   // The peer reported that its actor `uid` stopped: terminated to that local watcher.
   void on_terminated(std::uint64_t uid, std::uint64_t watcher_uid, const error& reason);
 
+  // Whether a user message would find room: not lost, and the window not full (a hint: another
+  // sender may take the room first).
+  bool window_open() const noexcept {
+    return !lost_hint_.load(std::memory_order_relaxed) &&
+           in_flight_.load(std::memory_order_relaxed) <
+               static_cast<std::int64_t>(window_.load(std::memory_order_relaxed));
+  }
   // A credit frame from the peer: bytes of ours it took from its mailboxes.
   void on_credit(lane l, std::uint64_t bytes) noexcept;
   // Figures of messages that came from this peer (inbound links count them here).
@@ -171,6 +178,7 @@ class association : public std::enable_shared_from_this<association> {
   lane_slot lanes_[k_lanes];
   std::string system_;
   bool lost_ = false;
+  std::atomic<bool> lost_hint_{false};  // lost_, for window_open (written with it, relaxed)
   bool closing_ = false;
   bool announced_up_ = false;  // peer_connected published, peer_disconnected not yet
   std::chrono::steady_clock::time_point down_since_{};  // a lane went down; epoch: all up
@@ -190,7 +198,9 @@ class association : public std::enable_shared_from_this<association> {
   // I/O thread (- on credit, relaxed: a sender that reads a stale value is refused one window
   // early or late by one message at most, which the bound tolerates).
   std::atomic<std::int64_t> in_flight_{0};
-  std::uint64_t window_ = 0;
+  // The window: the config's, lowered to the peer's at its handshake. Writer: on_lane_up (under
+  // mutex_); readers: senders (relaxed: a stale value only moves the bound by one handshake).
+  std::atomic<std::uint64_t> window_{0};
 
   std::atomic<std::uint64_t> messages_out_{0}, refused_{0}, reconnects_{0};
   std::atomic<std::uint64_t> messages_in_{0}, bytes_in_{0};

@@ -15,6 +15,7 @@
 #include "akt/core/clock.hpp"
 #include "akt/core/thread.hpp"
 #include "akt/remote/remote.hpp"
+#include "grain/grain_layer.hpp"
 #include "remote/association.hpp"
 #include "remote/inbound.hpp"
 #include "remote/payload.hpp"
@@ -329,6 +330,10 @@ bool remote_node::alive(const actor_cell* proxy) const noexcept {
   return !static_cast<const remote_cell*>(proxy)->terminated();
 }
 
+bool remote_node::can_send(const actor_cell* proxy) const noexcept {
+  return static_cast<const remote_cell*>(proxy)->peer().window_open();
+}
+
 std::string remote_node::address_of(const actor_cell* c) const {
   if (c->is_remote()) return std::string(c->path());
   return address_ + (c->is_grain() ? "/grain/" : "/user/") + std::string(c->path());
@@ -511,6 +516,33 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
   return r ? error() : r.error();
 }
 
+namespace {
+class placement_router final : public akt::detail::grain_router {
+ public:
+  placement_router(actor_system& sys, std::string self,
+                   std::function<std::string(const grain_identity&)> owner)
+      : sys_(sys), self_(std::move(self)), owner_(std::move(owner)) {}
+
+  std::optional<result<message>> ask(const grain_identity& id, message& msg,
+                                     std::chrono::nanoseconds timeout) override {
+    const std::string node = owner_(id);
+    if (node.empty() || node == self_) return std::nullopt;
+    return ask_grain_on(sys_, node, id, std::move(msg), timeout);
+  }
+  std::optional<error> tell(const grain_identity& id, message& msg,
+                            const grain_tell_options& opts) override {
+    const std::string node = owner_(id);
+    if (node.empty() || node == self_) return std::nullopt;
+    return tell_grain_on(sys_, node, id, std::move(msg), opts);
+  }
+
+ private:
+  actor_system& sys_;
+  const std::string self_;  // host:port of this node
+  const std::function<std::string(const grain_identity&)> owner_;
+};
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // shutdown
 
@@ -545,6 +577,25 @@ void remote_node::shut_down(std::chrono::steady_clock::time_point deadline,
     problems.push_back(std::string("remoting shutdown: ") + e.what());
   }
 }
+
+}  // namespace detail
+
+error set_grain_placement(actor_system& sys,
+                          std::function<std::string(const grain_identity&)> owner) {
+  akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();
+  if (r == nullptr)
+    return error(errc::remoting_disabled, "the system was configured without remoting");
+  if (!owner) return error(errc::invalid_argument, "an empty placement function");
+  auto* n = static_cast<detail::remote_node*>(r);
+  std::string self = n->advertised_host() + ":" + std::to_string(n->advertised_port());
+  auto router = std::make_unique<detail::placement_router>(sys, std::move(self), std::move(owner));
+  if (!akt::detail::layer_of(sys).set_router(std::move(router))) {
+    return error(errc::invalid_argument, "this system has a grain placement already");
+  }
+  return {};
+}
+
+namespace detail {
 
 remote_node& node_of(akt::detail::system_core* core) noexcept {
   return *static_cast<remote_node*>(core->remote());

@@ -66,6 +66,7 @@ class remote_node final : public akt::detail::remote_extension {
   void decode_for_dead_letter(message& m) noexcept override;
   void on_actor_stopped(akt::detail::actor_cell* c) noexcept override;
   bool alive(const akt::detail::actor_cell* proxy) const noexcept override;
+  bool can_send(const akt::detail::actor_cell* proxy) const noexcept override;
   std::string address() const override { return address_; }
   std::string address_of(const akt::detail::actor_cell* c) const override;
   result<pid> lookup(std::string_view address, std::chrono::nanoseconds timeout) override;

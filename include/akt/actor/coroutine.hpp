@@ -402,4 +402,27 @@ inline delay_awaitable async_context::delay(std::chrono::nanoseconds d) noexcept
   return delay_awaitable(this, d);
 }
 
+namespace detail {
+// Whether a tell to p would find room now: false only for a pid on another node whose
+// outbound window is full (the receivers there are behind) or whose node is unreachable.
+bool window_open(const pid& p) noexcept;
+}  // namespace detail
+
+// Tells msg to `to` once the way to it has room. For a pid on another node whose window is
+// full (a tell would be refused with errc::window_full: its receivers are behind), the coroutine
+// waits, checking every `step`, up to max_wait, without blocking its worker; then it tells.
+// The result is the tell's: ok, or its refusal (window_full again after max_wait, dead, ...).
+// A local pid is told at once.
+//
+//   akt::error e = co_await akt::tell_when_ready(ctx, remote, sample, 1s);
+template <class T>
+task<error> tell_when_ready(async_context& ctx, pid to, T msg, std::chrono::nanoseconds max_wait,
+                            std::chrono::nanoseconds step = std::chrono::milliseconds(1)) {
+  for (std::chrono::nanoseconds waited{0}; !detail::window_open(to) && waited < max_wait;
+       waited += step) {
+    co_await ctx.delay(step);
+  }
+  co_return ctx.turn().tell(to, std::move(msg));
+}
+
 }  // namespace akt

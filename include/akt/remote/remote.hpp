@@ -19,6 +19,7 @@
 // itself before main); <akt/akt.hpp> includes it.
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -74,6 +75,16 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
                     const grain_tell_options& opts = {}) {
   return detail::tell_grain_on(sys, node, id, message(std::forward<M>(msg)), opts);
 }
+
+// Routes grain identities to the node that hosts them: owner(id) names a node ("host:port"),
+// or returns "" (or this node's own "host:port") for identities this node hosts. After it,
+// ask_grain, tell_grain and grain_ref sends to an identity owned elsewhere go to that node, as
+// ask_grain_on / tell_grain_on would. This is the seam the cluster fills from its registry; a
+// static owner function (by name prefix, by hash of the name over a fixed list of nodes) is
+// the cluster-less use. owner must be cheap and may be called from any thread. Once per system;
+// errors: remoting_disabled, invalid_argument (a second placement, or an empty function).
+error set_grain_placement(actor_system& sys,
+                          std::function<std::string(const grain_identity&)> owner);
 
 }  // namespace remote
 }  // namespace akt
