@@ -349,12 +349,19 @@ request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
   env->reply_ = new request_route(self(), id);
   env->reply_closed_ = false;
   env->flags_ |= flag_ask;
-  if (timeout > std::chrono::nanoseconds::zero()) {
-    env->deadline_ns_ = self_cell->system()->timers_.now_ns() + timeout.count();
+  // A request made while handling an ask inherits that ask's deadline when it is the earlier
+  // one: nobody waits for the answer after the asker gave up (the same rule across nodes, where
+  // the deadline travels as the time left).
+  const std::int64_t now = self_cell->system()->timers_.now_ns();
+  std::int64_t deadline = timeout > std::chrono::nanoseconds::zero() ? now + timeout.count() : 0;
+  if (has_deadline() && (deadline == 0 || deadline_ns_ < deadline)) deadline = deadline_ns_;
+  if (deadline != 0) {
+    env->deadline_ns_ = deadline;
     env->flags_ |= flag_has_deadline;
     pid me = self();
     req.timer = self_cell->system()->timers_.schedule_after(
-        timeout, [me, id] { detail::cell_of(me)->post_system(detail::request_expired{id}); });
+        std::chrono::nanoseconds(std::max<std::int64_t>(deadline - now, 0)),
+        [me, id] { detail::cell_of(me)->post_system(detail::request_expired{id}); });
   }
   self_cell->add_ref();
   env->sender_ = self_cell;

@@ -334,5 +334,44 @@ TEST(PipeTo, FromAnActorTheSenderIsTheActor) {
   EXPECT_TRUE(eventually([&] { return ok.load() == 1; }));
 }
 
+// A request made while handling an ask inherits the ask's deadline when it is the earlier one:
+// nobody waits for its answer once the asker gave up.
+TEST(Request_Deadline, ARequestMadeWhileHandlingAnAskInheritsTheEarlierDeadline) {
+  system_config cfg;
+  cfg.manual_time = true;
+  actor_system sys("nested-deadline", cfg);
+  ASSERT_TRUE(sys.start());
+  struct silent final : actor {
+    std::vector<reply_handle> owed;  // answers nothing while the test runs
+    void receive(receive_context& ctx) override { owed.push_back(ctx.defer_reply()); }
+  };
+  struct middle final : actor {
+    pid to;
+    std::atomic<int>* outcome;
+    reply_handle owed;
+    middle(pid t, std::atomic<int>* o) : to(std::move(t)), outcome(o) {}
+    void receive(receive_context& ctx) override {
+      if (!ctx.is<long>()) return;
+      owed = ctx.defer_reply();  // the asker's answer is not the point here
+      ctx.request(to, 1L, std::chrono::hours(1),
+                  [o = outcome](receive_context&, result<message> r) {
+                    o->store(r ? 1 : static_cast<int>(r.code()));
+                  });
+    }
+  };
+  auto s = sys.spawn<silent>("silent");
+  ASSERT_TRUE(s);
+  std::atomic<int> outcome{0};
+  auto m = sys.spawn<middle>("middle", *s, &outcome);
+  ASSERT_TRUE(m);
+  // The outside ask gives the message a 50 ms deadline (virtual time); it times out in real time.
+  std::thread asker([&] { (void)m->ask(1L, std::chrono::milliseconds(50)); });
+  asker.join();
+  ASSERT_TRUE(testkit::settle(sys));
+  EXPECT_EQ(outcome.load(), 0) << "nothing expired before the clock moved";
+  ASSERT_TRUE(testkit::advance(sys, std::chrono::milliseconds(50)));
+  EXPECT_EQ(outcome.load(), static_cast<int>(errc::request_timeout))
+      << "the request kept its own hour instead of the ask's 50 ms";
+}
 }  // namespace
 }  // namespace akt::test
