@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -120,6 +121,20 @@ struct grain_timer_table {
   std::uint64_t next_reference = 1;
 };
 
+// The seam through which an identity reaches its owner node when that is not this node: the
+// remote module implements it (akt::remote::set_grain_placement), and the cluster will, from
+// its registry. Each call answers whether id lives elsewhere; if it does, it sends msg there
+// (as ask_grain / tell_grain would) and gives the outcome; if not, it leaves msg untouched.
+// Contract: any thread; installed once, before the grains are used, and owned by the layer.
+class grain_router {
+ public:
+  virtual ~grain_router() = default;
+  virtual std::optional<result<message>> ask(const grain_identity& id, message& msg,
+                                             std::chrono::nanoseconds timeout) = 0;
+  virtual std::optional<error> tell(const grain_identity& id, message& msg,
+                                    const grain_tell_options& opts) = 0;
+};
+
 // Contract: every member may be called from any thread. The directory has its own contract
 // (grain_directory.hpp). Kinds are registered under kinds_mutex_ and never removed; senders
 // find them in an immutable snapshot without a lock. Settings are read under kinds_mutex_.
@@ -127,7 +142,22 @@ class grain_layer final : public system_extension {
  public:
   explicit grain_layer(system_core* core)
       : core_(core), directory_(make_local_grain_directory(&link_of)) {}
-  ~grain_layer() override { delete kind_index_.load(std::memory_order_relaxed); }
+  ~grain_layer() override {
+    delete kind_index_.load(std::memory_order_relaxed);
+    delete router_.load(std::memory_order_relaxed);
+  }
+
+  // The router to other nodes, if one is installed (see grain_router): one acquire load per
+  // send that goes through the directory.
+  grain_router* router() const noexcept { return router_.load(std::memory_order_acquire); }
+  // Installs r (owned); false when one is installed already (r is then deleted).
+  bool set_router(std::unique_ptr<grain_router> r) noexcept {
+    grain_router* expected = nullptr;
+    if (!router_.compare_exchange_strong(expected, r.get(), std::memory_order_acq_rel))
+      return false;
+    (void)r.release();
+    return true;
+  }
 
   result<const grain_kind*> register_kind(std::string_view name, grain_cell_factory factory,
                                           const grain_options* defaults) {
@@ -367,6 +397,7 @@ class grain_layer final : public system_extension {
   std::atomic<kind_index*> kind_index_{nullptr};
   std::vector<std::unique_ptr<kind_index>> retired_;  // guarded by kinds_mutex_
   std::atomic<bool> closing_{false};                  // writer: stop (seq_cst); readers: senders
+  std::atomic<grain_router*> router_{nullptr};        // writer: set_router (once); owned
   std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
   std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;

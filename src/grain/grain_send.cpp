@@ -300,11 +300,17 @@ void deliver_to_grain(system_core* core, const grain_identity& id, grain_deliver
 
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
                                   std::chrono::nanoseconds timeout) {
+  if (grain_router* r = layer_of(sys).router()) {
+    if (std::optional<result<message>> routed = r->ask(id, msg, timeout)) return std::move(*routed);
+  }
   return ask_activation(detail::core_of(sys), id, std::move(msg), nullptr, timeout, 0, true);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
+  if (grain_router* r = layer_of(sys).router()) {
+    if (std::optional<error> routed = r->tell(id, msg, opts)) return std::move(*routed);
+  }
   if (opts.one_way) return tell_one_way(detail::core_of(sys), id, std::move(msg), sender);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
@@ -442,6 +448,11 @@ error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, g
                      actor_cell* sender) {
   error out;
   if (direct_send(id, msg, route, sender, out)) return out;
+  if (grain_router* r = layer_of(sys).router()) {  // no direct route: maybe not this node's
+    grain_tell_options one_way;
+    one_way.one_way = true;
+    if (std::optional<error> routed = r->tell(id, msg, one_way)) return std::move(*routed);
+  }
   return tell_one_way(detail::core_of(sys), id, std::move(msg), sender, false, true, &route);
 }
 

@@ -335,3 +335,81 @@ TEST(Remote_Shutdown, AStoppingNodeRefusesRemoteMessagesWithTheRefusalMark) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Remote_Placement, IdentitiesOwnedByAnotherNodeAreSentThereByThePlainGrainApi) {
+  node a{"alpha"}, b{"beta"};
+  ASSERT_TRUE(a.started && b.started);
+  ASSERT_FALSE(akt::register_grain_kind<counting_grain>(a.sys));
+  ASSERT_FALSE(akt::register_grain_kind<counting_grain>(b.sys));
+  const std::string b_node = b.where();
+  // Names starting with "b-" live on b; the others here.
+  ASSERT_FALSE(akt::remote::set_grain_placement(a.sys, [b_node](const akt::grain_identity& id) {
+    return id.name.rfind("b-", 0) == 0 ? b_node : std::string();
+  }));
+  EXPECT_EQ(akt::remote::set_grain_placement(
+                a.sys, [](const akt::grain_identity&) { return std::string(); })
+                .code(),
+            errc::invalid_argument);
+  auto remote = akt::ask_grain<ping>(a.sys, {"test.counting", "b-1"}, ping{4}, 5s);
+  ASSERT_TRUE(remote) << remote.error().message();
+  auto local = akt::ask_grain<ping>(a.sys, {"test.counting", "a-1"}, ping{5}, 5s);
+  ASSERT_TRUE(local);
+  EXPECT_FALSE(akt::tell_grain(a.sys, {"test.counting", "b-1"}, ping{1}));
+  auto ref = akt::get_grain<counting_grain>(a.sys, "b-1");
+  ASSERT_TRUE(ref);
+  EXPECT_FALSE(ref->tell_one_way(ping{10}));
+  auto total = ref->ask<ping>(ping{0}, 5s);
+  ASSERT_TRUE(total) << total.error().message();
+  EXPECT_EQ(total->n, 15);
+  ASSERT_EQ(akt::active_grains(b.sys).size(), 1u);
+  ASSERT_EQ(akt::active_grains(a.sys).size(), 1u);
+  EXPECT_EQ(akt::active_grains(b.sys)[0].name, "b-1");
+}
+
+// Sends through a coroutine: a co_awaited ask to a remote actor, and tell_when_ready waiting for
+// the window instead of being refused.
+struct forwarder final : akt::actor {
+  akt::pid to;
+  std::shared_ptr<journal> mine;
+  forwarder(akt::pid t, std::shared_ptr<journal> m) : to(std::move(t)), mine(std::move(m)) {}
+  void receive(akt::receive_context& ctx) override {
+    if (auto* p = ctx.get_if<ping>()) akt::run(relay(akt::async_context(ctx), *p));
+  }
+  akt::task<> relay(akt::async_context ctx, ping p) {
+    const ping out{p.n};
+    akt::result<ping> r = co_await ctx.ask<ping>(to, out, 5s);
+    mine->add(r ? r->n : -1);
+    for (int i = 0; i < 200; ++i) {
+      const ping burst{i};
+      akt::error e = co_await akt::tell_when_ready(ctx, to, burst, 10s);
+      if (e) mine->add(std::string(e.message()));
+    }
+    ctx.reply(std::string("relayed"));
+  }
+};
+
+TEST(Remote_Coroutine, ACoroutineAwaitsARemoteAskAndWaitsForCreditInsteadOfBeingRefused) {
+  akt::remote_config small;
+  small.window_bytes = 2048;  // a few dozen pings in flight at most
+  node a{"alpha", small}, b{"beta", small};
+  ASSERT_TRUE(a.started && b.started);
+  auto j = std::make_shared<journal>();
+  ASSERT_TRUE(b.sys.spawn<echo>("echo", j));
+  auto remote = a.sys.lookup(b.where(), "echo");
+  ASSERT_TRUE(remote);
+  auto mine = std::make_shared<journal>();
+  auto f = a.sys.spawn<forwarder>("forwarder", *remote, mine);
+  ASSERT_TRUE(f);
+  auto done = f->ask<std::string>(ping{1}, 30s);
+  ASSERT_TRUE(done) << done.error().message();
+  EXPECT_EQ(mine->ping_list(), std::vector<std::int64_t>{2});
+  {
+    std::lock_guard<std::mutex> lock(mine->mutex);
+    EXPECT_TRUE(mine->texts.empty()) << mine->texts.front();
+  }
+  ASSERT_TRUE(eventually([&] { return j->received.load() == 201; }, 30s));
+}
+
+}  // namespace
