@@ -56,7 +56,9 @@ struct echo final : akt::actor {
 struct bench_system {
   akt::actor_system sys;
   bool ok = true;
-  explicit bench_system(benchmark::State& state) : sys("bench", akt::system_config{}) {
+  explicit bench_system(benchmark::State& state, std::string name = "bench",
+                        akt::system_config config = {})
+      : sys(std::move(name), std::move(config)) {
     if (auto r = sys.start(); !r) {
       state.SkipWithError(("start failed: " + r.error().message()).c_str());
       ok = false;
@@ -104,12 +106,25 @@ class backoff {
   int spins_ = 0;
 };
 
+// Figures a shape measures over the timed region on top of region's own (the remote shapes:
+// CPU time and allocations per group of threads). begin() runs before the region reads its
+// allocation count and end() after, so what they allocate themselves is not counted.
+struct region_probe {
+  virtual ~region_probe() = default;
+  virtual void begin() = 0;
+  virtual void end(benchmark::State& state, std::uint64_t messages) = 0;
+};
+
 // Counters every messaging benchmark reports.
 struct region {
-  std::uint64_t allocs0;
+  region_probe* probe;
+  std::uint64_t allocs0 = 0;
   akt::system_stats stats0;
-  explicit region(const akt::actor_system* sys)
-      : allocs0(allocation_count()), stats0(sys ? sys->stats() : akt::system_stats{}) {}
+  explicit region(const akt::actor_system* sys, region_probe* p = nullptr) : probe(p) {
+    if (probe != nullptr) probe->begin();
+    allocs0 = allocation_count();
+    stats0 = sys ? sys->stats() : akt::system_stats{};
+  }
 
   void report(benchmark::State& state, const akt::actor_system* sys, std::uint64_t messages,
               std::uint64_t items) const {
@@ -122,6 +137,7 @@ struct region {
       state.counters["turns_per_msg"] = static_cast<double>(s.turns - stats0.turns) / m;
       state.counters["parks"] = static_cast<double>(s.parks - stats0.parks);
     }
+    if (probe != nullptr) probe->end(state, messages);
   }
 };
 
@@ -134,7 +150,7 @@ constexpr std::uint64_t k_pair_batch = 20000;
 // share on done[i]. Shared by TellPairwise and GrainTellOneWayPairwise so both measure alike.
 template <class Send>
 void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, completion* done,
-                        Send send) {
+                        Send send, region_probe* probe = nullptr) {
   std::atomic<std::uint64_t> failures{0};
   thread_team producers(n, [&](unsigned i) {
     for (std::uint64_t k = 0; k < k_pair_batch; ++k) {
@@ -152,7 +168,7 @@ void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, c
   if (!run()) return state.SkipWithError("warm-up send failed");
 
   std::uint64_t timed_rounds = 0;
-  region r(&bs.sys);
+  region r(&bs.sys, probe);
   for (auto _ : state) {
     if (!run()) {
       state.SkipWithError("send failed");
@@ -172,7 +188,8 @@ constexpr std::uint64_t k_ask_batch = 2000;
 // sequential calls call(i, k) (true = the call failed). Shared by AskPairwise and the grain
 // round trips so all measure alike.
 template <class Call>
-void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call) {
+void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call,
+                        region_probe* probe = nullptr) {
   std::atomic<std::uint64_t> failures{0};
   thread_team callers(n, [&](unsigned i) {
     for (std::uint64_t k = 0; k < k_ask_batch; ++k) {
@@ -183,7 +200,7 @@ void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, C
   if (failures.load() != 0) return state.SkipWithError("warm-up call failed");
 
   std::uint64_t timed_rounds = 0;
-  region r(&bs.sys);
+  region r(&bs.sys, probe);
   for (auto _ : state) {
     callers.run_round();
     if (failures.load(std::memory_order_relaxed) != 0) {

@@ -1,7 +1,9 @@
 #pragma once
-// Helpers shared by the akt benchmark programs: a heap-allocation counter, a completion counter
-// that a receiver bumps once per processed message and a timing thread waits on, a team of
-// persistent producer threads released in rounds, percentiles, heap and resident-set measurements.
+// Helpers shared by the akt benchmark programs: a heap-allocation counter (in all, and per
+// thread), a completion counter that a receiver bumps once per processed message and a timing
+// thread waits on, a team of persistent producer threads released in rounds, percentiles, heap and
+// resident-set measurements, CPU time of the process, of one of its threads, or of another
+// process.
 //
 // Allocation counting: exactly one translation unit of a program defines
 // AKT_BENCH_REPLACE_OPERATOR_NEW before including this header. That unit then replaces every
@@ -9,7 +11,10 @@
 // versions that count calls in per-thread counters and are backed by malloc / aligned_alloc /
 // free. Every other unit (and a program that defines nothing) sees only the counter's accessor.
 
+#include <dirent.h>
 #include <malloc.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,26 +37,66 @@ namespace akt_bench {
 // ---------------------------------------------------------------------------------------------
 // Allocation counter
 
+// The kernel's id of the calling thread (what /proc/self/task lists).
+inline int current_tid() noexcept { return static_cast<int>(::syscall(SYS_gettid)); }
+
 namespace detail {
-// One pair of counters per thread (threads beyond k_count_slots share slots): a single pair
-// shared by every thread turned each allocation into a cache-line transfer between cores, which
-// slowed the multi-threaded shapes in proportion to how often they allocate and so measured the
-// counter rather than akt.
-// Writers: the replaced operator new / delete of the slot's threads (relaxed fetch_add).
-// Readers: the timing thread, before and after a timed region (relaxed: the region's own
-// synchronisation orders them).
+// One pair of counters per live thread: a single pair shared by every thread turned each
+// allocation into a cache-line transfer between cores, which slowed the multi-threaded shapes
+// in proportion to how often they allocate and so measured the counter rather than akt. A thread
+// claims a free slot on its first allocation and frees it when it exits, so that the remote
+// shapes (two actor systems per run, a dozen threads each, created afresh for every run) can
+// attribute allocations to threads; only more than k_count_slots live threads share slots.
+// Counters: writers are the replaced operator new / delete of the slot's threads (relaxed
+// fetch_add); readers the timing thread, before and after a timed region (relaxed: the region's
+// own synchronisation orders them).
+// owner: the kernel thread id holding the slot, 0 when free. Written by a claiming thread (CAS
+// from 0) and by its exit (store 0); read by claimers and by per-thread snapshots (relaxed: a
+// snapshot is taken while no thread starts or exits).
 struct alignas(64) count_slot {
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
+  std::atomic<int> owner{0};
+  std::atomic<bool> shared{false};  // a second live thread was given this slot
 };
-constexpr std::size_t k_count_slots = 64;  // bounds the sum's cost; more threads share slots
+// Bounds the sum's cost (and the live threads told apart); more live threads share slots.
+constexpr std::size_t k_count_slots = 128;
 inline count_slot count_slots[k_count_slots];
 inline std::atomic<std::size_t> next_count_slot{0};
 
-// The calling thread's slot, picked on its first allocation (allocates nothing itself).
+inline count_slot* claim_count_slot() noexcept {
+  const int tid = current_tid();
+  const std::size_t start = next_count_slot.fetch_add(1, std::memory_order_relaxed);
+  for (std::size_t k = 0; k < k_count_slots; ++k) {
+    count_slot& s = count_slots[(start + k) % k_count_slots];
+    int expected = 0;
+    if (s.owner.load(std::memory_order_relaxed) == 0 &&
+        s.owner.compare_exchange_strong(expected, tid, std::memory_order_relaxed)) {
+      s.shared.store(false, std::memory_order_relaxed);
+      return &s;
+    }
+  }
+  count_slot& s = count_slots[start % k_count_slots];
+  s.shared.store(true, std::memory_order_relaxed);
+  return &s;
+}
+
+// Frees its thread's slot when the thread exits. Allocations the exiting thread still makes
+// after this (later thread_local destructors) land in the slot it held: at most a handful, at
+// thread exit, never inside a timed region.
+struct count_slot_release {
+  count_slot* slot;
+  ~count_slot_release() {
+    if (!slot->shared.load(std::memory_order_relaxed))
+      slot->owner.store(0, std::memory_order_relaxed);
+  }
+};
+
+// The calling thread's slot, claimed on its first allocation. Allocates nothing through operator
+// new (registering the thread_local destructor uses the C library's calloc).
 inline count_slot& my_count_slot() noexcept {
-  thread_local count_slot* slot =
-      &count_slots[next_count_slot.fetch_add(1, std::memory_order_relaxed) % k_count_slots];
+  thread_local count_slot* slot = claim_count_slot();
+  thread_local count_slot_release release{slot};
   return *slot;
 }
 }  // namespace detail
@@ -68,6 +113,24 @@ inline std::uint64_t deallocation_count() noexcept {
   for (const auto& s : detail::count_slots) n += s.deallocations.load(std::memory_order_relaxed);
   return n;
 }
+
+// Allocations per thread: a snapshot of every slot's owner and count (allocates nothing). Take
+// one before and one after a timed region, with no thread starting or exiting in between, and
+// the difference per owner is what that thread allocated. A shared slot (more live threads than
+// slots) reports owner -1.
+struct thread_allocations {
+  int owner[detail::k_count_slots];
+  std::uint64_t allocations[detail::k_count_slots];
+
+  void take() noexcept {
+    for (std::size_t i = 0; i < detail::k_count_slots; ++i) {
+      const detail::count_slot& s = detail::count_slots[i];
+      owner[i] =
+          s.shared.load(std::memory_order_relaxed) ? -1 : s.owner.load(std::memory_order_relaxed);
+      allocations[i] = s.allocations.load(std::memory_order_relaxed);
+    }
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -114,6 +177,64 @@ inline std::size_t resident_bytes() noexcept {
   std::fclose(f);
   if (got != 2) return 0;
   return static_cast<std::size_t>(resident) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU time (nanoseconds): none of these allocate through operator new.
+
+// CPU time of the whole process, every thread (user + system).
+inline std::uint64_t process_cpu_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// CPU time of thread `tid` of process `pid` (0: this process), from
+// /proc/<pid>/task/<tid>/schedstat (its first field: nanoseconds on a CPU); 0 when unreadable
+// (the thread exited).
+inline std::uint64_t thread_cpu_ns(int tid, int pid = 0) noexcept {
+  char path[96];
+  if (pid == 0)
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+  else
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  unsigned long long ns = 0;
+  const int got = std::fscanf(f, "%llu", &ns);
+  std::fclose(f);
+  return got == 1 ? static_cast<std::uint64_t>(ns) : 0;
+}
+
+// The kernel ids of the threads of process `pid` (0: this process), at most `cap` of them;
+// returns how many were written.
+inline std::size_t list_threads(int* out, std::size_t cap, int pid = 0) noexcept {
+  char path[64];
+  if (pid == 0)
+    std::snprintf(path, sizeof path, "/proc/self/task");
+  else
+    std::snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR* d = ::opendir(path);
+  if (d == nullptr) return 0;
+  std::size_t n = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    if (n < cap) out[n++] = std::atoi(e->d_name);
+  }
+  ::closedir(d);
+  return n;
+}
+
+// CPU time of another process, every live thread (threads that exited are not counted: measure
+// a steady state, not a process that starts and ends threads).
+inline std::uint64_t other_process_cpu_ns(int pid) noexcept {
+  constexpr std::size_t k_max_threads = 1024;  // bounds the stack array below
+  int tids[k_max_threads];
+  const std::size_t n = list_threads(tids, k_max_threads, pid);
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += thread_cpu_ns(tids[i], pid);
+  return sum;
 }
 
 // The q-quantile (0..1) of v (sorted in place), nearest-rank.
