@@ -26,18 +26,18 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "compare/compare_support.hpp"
 
 namespace {
 
 using akt_bench::completion;
 using akt_bench::thread_team;
-using clock_type = std::chrono::steady_clock;
+using akt_compare::clock_type;
+using akt_compare::human;
+using akt_compare::median;
+using akt_compare::seconds_since;
 
 constexpr auto k_ask_timeout = std::chrono::seconds(5);
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "akt_compare: %s\n", what.c_str());
@@ -436,25 +436,6 @@ spawn_result caf_spawn_idle(const config& cfg) {
 
 // =============================================================================================
 // Driver
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-std::string human(double v) {
-  char buf[32];
-  if (v >= 1e9)
-    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-  else if (v >= 1e6)
-    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  else if (v >= 1e4)
-    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  return buf;
-}
 
 struct row {
   std::string shape;
