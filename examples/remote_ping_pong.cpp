@@ -16,6 +16,7 @@
 #include <akt/akt.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -34,24 +35,55 @@ extern char** environ;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
+// [plain_struct]
+// A plain struct crosses nodes under a stable name, with an encode/decode pair.
+struct summary {
+  static constexpr std::string_view akt_type_name = "pingpong.summary";
+  std::uint64_t rounds = 0;
+  double mean_micros = 0;
+};
+
+akt::error encode_summary(const summary& s, akt::remote::byte_writer& w) {
+  w.put_u64(s.rounds);
+  w.put_u64(std::bit_cast<std::uint64_t>(s.mean_micros));
+  return {};
+}
+
+akt::result<summary> decode_summary(akt::remote::byte_reader& r) {
+  summary s;
+  std::uint64_t bits = 0;
+  if (!r.get_u64(s.rounds) || !r.get_u64(bits)) return akt::errc::decode_failed;
+  s.mean_micros = std::bit_cast<double>(bits);
+  return s;
+}
+// [/plain_struct]
+
 // [register]
 void register_messages() {
   // One line per protobuf message: it crosses nodes under its full name ("pingpong.Ping").
   (void)akt::remote::register_protobuf<pingpong::Ping>();
   (void)akt::remote::register_protobuf<pingpong::Pong>();
+  (void)akt::remote::register_message<summary>(&encode_summary, &decode_summary);
 }
 // [/register]
 
 // [ponger]
-// Answers each asked Ping with a Pong of the same round (a told one needs no answer).
+// Answers each asked Ping with a Pong of the same round (a told one needs no answer), and a
+// summary with a line of text (std::string is one of the built-in serializers).
 class ponger : public akt::actor {
  public:
   void receive(akt::receive_context& ctx) override {
-    akt::match(ctx, [&](const pingpong::Ping& ping, auto& c) {
-      pingpong::Pong pong;
-      pong.set_round(ping.round());
-      if (c.expects_reply()) c.reply(std::move(pong));
-    });
+    akt::match(
+        ctx,
+        [&](const pingpong::Ping& ping, auto& c) {
+          pingpong::Pong pong;
+          pong.set_round(ping.round());
+          if (c.expects_reply()) c.reply(std::move(pong));
+        },
+        [&](const summary& s, auto& c) {
+          c.reply("pong heard " + std::to_string(s.rounds) + " rounds of " +
+                  std::to_string(static_cast<int>(s.mean_micros)) + " us");
+        });
   }
 };
 // [/ponger]
@@ -297,6 +329,9 @@ int play_rounds(akt::actor_system& sys, const std::string& address, std::uint64_
   std::printf("asks:     %llu round trips, mean %.1f us, p50 %.1f us, p99 %.1f us\n",
               static_cast<unsigned long long>(rounds), total / static_cast<double>(rounds),
               at(micros, 0.5), at(micros, 0.99));
+  akt::result<std::string> heard =
+      partner->ask<std::string>(summary{rounds, total / static_cast<double>(rounds)}, 5s);
+  std::printf("summary:  %s\n", heard ? heard->c_str() : heard.error().message().c_str());
 
   // [tell]
   // A tell returns once the message is queued for the node: ok, or why it was refused
