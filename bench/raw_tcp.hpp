@@ -159,32 +159,53 @@ inline result stream(std::uint64_t n, std::size_t per_write) {
   return r;
 }
 
+// A connection whose far end echoes every frame (an echo thread, blocking or polling), for
+// round trips one at a time: ping_pong below, and benchmarks that interleave raw round trips with
+// their own to compare both at the same moment on a noisy machine. Single owner.
+class echo_link {
+ public:
+  explicit echo_link(bool polling) : polling_(polling) {
+    std::memset(frame_, 0x5a, sizeof frame_);
+    echo_ = std::thread([this] {
+      unsigned char f[k_frame];
+      while (detail::read_all(link_.server, f, k_frame, polling_))
+        detail::write_all(link_.server, f, k_frame);
+    });
+  }
+  ~echo_link() {
+    ::shutdown(link_.client, SHUT_WR);  // the echo thread sees the end of the stream
+    echo_.join();
+  }
+  echo_link(const echo_link&) = delete;
+  echo_link& operator=(const echo_link&) = delete;
+
+  // One round trip; its duration in nanoseconds.
+  std::uint64_t round_trip() {
+    const auto a = std::chrono::steady_clock::now();
+    detail::write_all(link_.client, frame_, k_frame);
+    if (!detail::read_all(link_.client, frame_, k_frame, polling_)) detail::fail("echo closed");
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - a)
+            .count());
+  }
+
+ private:
+  const bool polling_;
+  detail::loopback link_;
+  unsigned char frame_[k_frame];
+  std::thread echo_;
+};
+
 // n round trips of one frame; the echo thread reads a whole frame and writes it back.
 inline result ping_pong(std::uint64_t n, bool polling) {
-  detail::loopback link;
-  std::thread echo([&] {
-    unsigned char f[k_frame];
-    while (detail::read_all(link.server, f, k_frame, polling))
-      detail::write_all(link.server, f, k_frame);
-  });
-  unsigned char f[k_frame];
-  std::memset(f, 0x5a, sizeof f);
+  echo_link link(polling);
   result r;
   r.rtt_ns.reserve(n);
   const std::uint64_t cpu0 = process_cpu_ns();
   const auto t0 = std::chrono::steady_clock::now();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const auto a = std::chrono::steady_clock::now();
-    detail::write_all(link.client, f, k_frame);
-    if (!detail::read_all(link.client, f, k_frame, polling)) break;
-    r.rtt_ns.push_back(static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - a)
-            .count()));
-  }
+  for (std::uint64_t i = 0; i < n; ++i) r.rtt_ns.push_back(link.round_trip());
   const auto t1 = std::chrono::steady_clock::now();
   r.cpu_seconds = static_cast<double>(process_cpu_ns() - cpu0) / 1e9;
-  ::shutdown(link.client, SHUT_WR);  // the echo thread sees the end of the stream
-  echo.join();
   r.seconds = detail::seconds_between(t0, t1);
   r.frames = r.rtt_ns.size();
   return r;
