@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -205,6 +206,33 @@ inline std::uint64_t thread_cpu_ns(int tid, int pid = 0) noexcept {
   const int got = std::fscanf(f, "%llu", &ns);
   std::fclose(f);
   return got == 1 ? static_cast<std::uint64_t>(ns) : 0;
+}
+
+// Context switches of thread `tid` of this process so far, voluntary (it blocked: a sleep, a
+// futex or socket wait) plus involuntary (preempted), from /proc/self/task/<tid>/status; 0 when
+// unreadable. A thread that sleeps and is woken again counts one switch.
+inline std::uint64_t thread_context_switches(int tid) noexcept {
+  char path[96];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::uint64_t n = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+        std::sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+      n += v;
+  }
+  std::fclose(f);
+  return n;
+}
+
+// Context switches of every thread of this process so far (getrusage: threads that exited too).
+inline std::uint64_t process_context_switches() noexcept {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::uint64_t>(u.ru_nvcsw) + static_cast<std::uint64_t>(u.ru_nivcsw);
 }
 
 // The kernel ids of the threads of process `pid` (0: this process), at most `cap` of them;

@@ -142,7 +142,10 @@ class remote_probe final : public region_probe {
   void begin() override {
     out0_ = wire_out();
     threads_ = thread_list::now();
-    for (std::size_t i = 0; i < threads_.n; ++i) cpu0_[i] = thread_cpu_ns(threads_.tids[i]);
+    for (std::size_t i = 0; i < threads_.n; ++i) {
+      cpu0_[i] = thread_cpu_ns(threads_.tids[i]);
+      switches0_[i] = thread_context_switches(threads_.tids[i]);
+    }
     window_full0_ = window_full.load();
     process0_ = process_cpu_ns();
     t0_ = clock_type::now();
@@ -154,10 +157,13 @@ class remote_probe final : public region_probe {
     const double wall = std::chrono::duration<double>(clock_type::now() - t0_).count();
     const double process_s = static_cast<double>(process_cpu_ns() - process0_) / 1e9;
     double cpu[k_groups] = {};
+    double switches[k_groups] = {};
     for (std::size_t i = 0; i < threads_.n; ++i) {
+      const group g = nodes_.group_of(threads_.tids[i]);
       const std::uint64_t now = thread_cpu_ns(threads_.tids[i]);
-      if (now >= cpu0_[i])
-        cpu[nodes_.group_of(threads_.tids[i])] += static_cast<double>(now - cpu0_[i]) / 1e9;
+      if (now >= cpu0_[i]) cpu[g] += static_cast<double>(now - cpu0_[i]) / 1e9;
+      const std::uint64_t sw = thread_context_switches(threads_.tids[i]);
+      if (sw >= switches0_[i]) switches[g] += static_cast<double>(sw - switches0_[i]);
     }
     double allocs[k_groups] = {};
     for (std::size_t i = 0; i < detail::k_count_slots; ++i) {
@@ -174,6 +180,11 @@ class remote_probe final : public region_probe {
       state.counters["cpu_a"] = (cpu[g_a_workers] + cpu[g_a_other]) / wall;
       state.counters["cpu_b"] = (cpu[g_b_workers] + cpu[g_b_other]) / wall;
     }
+    // Each time a thread sleeps and is woken again (a hand-off to a sleeping thread) counts one.
+    state.counters["switches_send_per_msg"] = switches[g_send] / m;
+    state.counters["switches_nodes_per_msg"] = (switches[g_a_workers] + switches[g_a_other] +
+                                                switches[g_b_workers] + switches[g_b_other]) /
+                                               m;
     const wire out1 = wire_out();
     const double frames = static_cast<double>(out1.frames - out0_.frames);
     state.counters["wire_bytes_per_msg"] = static_cast<double>(out1.bytes - out0_.bytes) / m;
@@ -202,6 +213,7 @@ class remote_probe final : public region_probe {
   two_nodes& nodes_;
   thread_list threads_;
   std::uint64_t cpu0_[thread_list::k_max] = {};
+  std::uint64_t switches0_[thread_list::k_max] = {};
   std::uint64_t process0_ = 0;
   std::uint64_t window_full0_ = 0;
   clock_type::time_point t0_;
@@ -548,6 +560,7 @@ void BM_RawTcpPingPong(benchmark::State& state) {
   const std::uint64_t n = polling ? 20'000 : 4'000;
   std::vector<std::uint64_t> lat;
   double cpu = 0, wall = 0;
+  const std::uint64_t switches0 = process_context_switches();
   for (auto _ : state) {
     raw_tcp::result r = raw_tcp::ping_pong(n, polling);
     state.SetIterationTime(r.seconds);
@@ -557,6 +570,11 @@ void BM_RawTcpPingPong(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(lat.size()));
   state.counters["cpu_process"] = wall > 0 ? cpu / wall : 0;
+  // Both threads, per round trip (connection setup included: a few per iteration).
+  state.counters["switches_per_msg"] =
+      lat.empty() ? 0.0
+                  : static_cast<double>(process_context_switches() - switches0) /
+                        static_cast<double>(lat.size());
   state.counters["p50_ns"] = static_cast<double>(percentile(lat, 0.50));
   state.counters["p99_ns"] = static_cast<double>(percentile(lat, 0.99));
   state.counters["p999_ns"] = static_cast<double>(percentile(lat, 0.999));
