@@ -4,7 +4,8 @@
 // ones (bench_shapes.hpp), and adds what a remote figure needs beside it: the CPU the process
 // used (two nodes share this machine's cores), heap allocations split by thread group (sending
 // threads, each node's workers, each node's other threads: its I/O thread, its timer), the bytes
-// and system calls per message on the wire, and how often a send found the window full.
+// and system calls per message on the wire, context switches per message (the hand-offs between
+// threads), and how often a send found the window full.
 // Also here: the machine's ceiling, plain TCP over loopback with frames of the same size
 // (raw_tcp.hpp). See bench/README.md.
 
