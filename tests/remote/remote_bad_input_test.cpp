@@ -306,9 +306,10 @@ TEST_F(Remote_BadInput, AWrongWireVersionClosesTheConnection) {
 TEST_F(Remote_BadInput, ATruncatedHelloClosesTheConnection) {
   const bytes whole = hello_frame();
   // A complete frame whose protobuf body stops in the middle of a field.
+  // The hello's first nine body bytes are whole fields (versions, system "raw"); then the tag
+  // of field 5 (host, length-delimited) without its length.
   bytes cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(rd::k_header_bytes + 9));
-  rd::store_u32(cut.data(), 9);
-  cut.push_back(0x2a);  // field 5 (host), length-delimited: its length byte is missing
+  cut.push_back(0x2a);
   rd::store_u32(cut.data(), 10);
   expect_closed_after(cut);
   // A header that promises more body than comes before the end of the stream.
