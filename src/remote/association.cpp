@@ -20,8 +20,10 @@ namespace akt::remote::detail {
 using akt::detail::context_access;
 
 namespace {
-constexpr std::size_t k_control_backlog = 1u << 20;  // bounds the control lane's backlog
-}
+// Proxies kept per peer before the ones nobody else holds are dropped (a proxy is only a cache
+// entry then: the next message from that uid makes a new one).
+constexpr std::size_t k_proxy_cache = 4096;
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The handler of one outbound lane: the handshake answer, credits, and the close.
@@ -85,7 +87,7 @@ association::association(remote_node& node, std::string host, std::uint16_t port
 
 association::~association() = default;
 
-const std::string& association::system_name() const {
+std::string association::system_name() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return system_;
 }
@@ -556,6 +558,11 @@ void association::expire_calls(std::int64_t now_ns) {
 pid association::proxy(std::uint64_t uid, std::string_view path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = proxies_.find(uid); it != proxies_.end()) return it->second;
+  if (proxies_.size() >= k_proxy_cache) {
+    std::erase_if(proxies_, [](const auto& entry) {
+      return akt::detail::cell_of(entry.second)->ref_count() == 1;  // only this map holds it
+    });
+  }
   std::string address = "akt://" + system_ + "@" + key_ + "/";
   if (!path.empty())
     address += path;

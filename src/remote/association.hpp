@@ -52,6 +52,10 @@ namespace akt::remote::detail {
 class remote_node;
 class remote_cell;
 
+// Bounds the control lane's backlog while it is down (lookups, watches, answers): past it,
+// further control frames are refused with window_full.
+inline constexpr std::size_t k_control_backlog = 1u << 20;
+
 class association : public std::enable_shared_from_this<association> {
  public:
   association(remote_node& node, std::string host, std::uint16_t port);
@@ -96,7 +100,7 @@ class association : public std::enable_shared_from_this<association> {
   std::uint64_t incarnation() const noexcept {
     return incarnation_.load(std::memory_order_acquire);
   }
-  const std::string& system_name() const;  // the peer's system name ("" before the handshake)
+  std::string system_name() const;  // the peer's system name ("" before the handshake)
   // The peer said (in an inbound handshake) that it runs as `incarnation` now.
   void observe_incarnation(std::uint64_t incarnation);
 
@@ -221,6 +225,10 @@ error association::append_locked(lane l, F&& fill) {
     if (filled) return filled;
     if (e != errc::connection_lost) return e;
     // Closed under us: the lane's close callback is on its way; keep the frame, in order.
+  }
+  if (l == lane::control && s.backlog.size() >= k_control_backlog) {
+    return error(errc::window_full,
+                 "the control lane to " + key_ + " is down and its backlog full");
   }
   const std::size_t before = s.backlog.size();
   byte_writer w(s.backlog);

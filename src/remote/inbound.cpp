@@ -119,7 +119,7 @@ void inbound_link::grant(std::uint32_t bytes) noexcept {
 }
 
 void inbound_link::on_frame(connection& c, const frame_header& h, byte_span body) {
-  if (!greeted_) {
+  if (!greeted_.load(std::memory_order_relaxed)) {
     if (h.type != frame_type::hello) {
       c.close(error(errc::protocol_error, "the first frame is not a hello"));
       return;
@@ -215,7 +215,7 @@ void inbound_link::on_hello(connection& c, byte_span body) {
     reject("the node is shutting down");
     return;
   }
-  greeted_ = true;
+  greeted_.store(true, std::memory_order_release);
   origin_ = node_.association_for(h.host(), static_cast<std::uint16_t>(h.port()));
   origin_->observe_incarnation(h.incarnation());
   const std::uint64_t window =

@@ -39,6 +39,8 @@ class inbound_link final : public connection::handler,
   void grant(std::uint32_t bytes) noexcept override;
 
   void close(const error& why);
+  // Whether the peer's hello came (any thread).
+  bool greeted() const noexcept { return greeted_.load(std::memory_order_acquire); }
 
  private:
   void on_hello(connection& c, byte_span body);
@@ -54,7 +56,9 @@ class inbound_link final : public connection::handler,
   remote_node& node_;
   std::weak_ptr<connection> conn_;
   // I/O thread only (the connection's strand):
-  bool greeted_ = false;
+  // Writer: the connection's I/O thread, at the hello (release); readers: that thread and the
+  // node's hello deadline (acquire).
+  std::atomic<bool> greeted_{false};
   std::shared_ptr<association> origin_;             // the peer, as this node sends to it
   std::unordered_map<std::uint64_t, pid> targets_;  // uid -> local actor, a cache
   // Credits not yet sent back. Writers: grant() on any thread (fetch_add / exchange).

@@ -143,6 +143,14 @@ error remote_node::open() {
                               links_.push_back(link);
                             }
                             c->start(link);
+                            // A peer that never says hello holds a socket and a buffer: it
+                            // gets connect_timeout to do so (heartbeats start with the hello).
+                            std::weak_ptr<inbound_link> weak = link;
+                            after(cfg_.connect_timeout, [weak] {
+                              auto l = weak.lock();
+                              if (l && !l->greeted())
+                                l->close(error(errc::protocol_error, "no hello in time"));
+                            });
                           });
   if (!l) {
     io_->stop();
