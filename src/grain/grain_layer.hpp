@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <map>
@@ -138,6 +139,8 @@ class grain_router {
 // Contract: every member may be called from any thread. The directory has its own contract
 // (grain_directory.hpp). Kinds are registered under kinds_mutex_ and never removed; senders
 // find them in an immutable snapshot without a lock. Settings are read under kinds_mutex_.
+struct grain_delivery;
+
 class grain_layer final : public system_extension {
  public:
   explicit grain_layer(system_core* core)
@@ -397,8 +400,19 @@ class grain_layer final : public system_extension {
   std::atomic<kind_index*> kind_index_{nullptr};
   std::vector<std::unique_ptr<kind_index>> retired_;  // guarded by kinds_mutex_
   std::atomic<bool> closing_{false};                  // writer: stop (seq_cst); readers: senders
-  std::atomic<grain_router*> router_{nullptr};        // writer: set_router (once); owned
-  std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
+  // Deliveries from other nodes waiting for their identity's activation on the blocking pool,
+  // in arrival order (deliver_to_grain): while an identity has an entry here, later deliveries
+  // to it join the queue instead of overtaking it. Guarded by pending_mutex_; pending_count_
+  // (writer: under the mutex, release; readers: deliver_to_grain, acquire) lets a send skip the
+  // mutex while nothing waits anywhere.
+ public:
+  std::mutex pending_mutex_;
+  std::unordered_map<std::string, std::deque<std::unique_ptr<grain_delivery>>> pending_;
+  std::atomic<std::size_t> pending_count_{0};
+
+ private:
+  std::atomic<grain_router*> router_{nullptr};  // writer: set_router (once); owned
+  std::atomic<bool> abandoned_{false};          // writer: stop after its deadline; readers: hosts
   std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;
   std::vector<std::string> deactivation_problems_;
