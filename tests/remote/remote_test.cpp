@@ -198,6 +198,32 @@ TEST(Remote_Deadline, AnAskThatExpiresInTheRemoteMailboxIsNeverHandled) {
   EXPECT_EQ(handled.load(), 1) << "the expired ask ran";
 }
 
+TEST_F(two_nodes, AReplyThatArrivesAfterTheCallerGaveUpIsDroppedNotHandedToALaterAsk) {
+  // "late" answers after a gate opens; the asker gives up first, then asks again.
+  struct late final : akt::actor {
+    std::atomic<bool>* open;
+    explicit late(std::atomic<bool>* o) : open(o) {}
+    void receive(akt::receive_context& ctx) override {
+      if (auto* p = ctx.get_if<ping>()) {
+        if (p->n == 1) {
+          while (!open->load()) std::this_thread::sleep_for(100us);
+        }
+        ctx.reply(ping{p->n * 100});
+      }
+    }
+  };
+  std::atomic<bool> open{false};
+  ASSERT_TRUE(b.sys.spawn<late>("late", &open));
+  auto p = a.sys.lookup(b.where(), "late");
+  ASSERT_TRUE(p);
+  std::thread first([&] { EXPECT_EQ(p->ask<ping>(ping{1}, 50ms).code(), errc::request_timeout); });
+  first.join();
+  open = true;  // the answer to the first ask (100) is on its way now
+  auto second = p->ask<ping>(ping{2}, 5s);
+  ASSERT_TRUE(second) << second.error().message();
+  EXPECT_EQ(second->n, 200) << "a late reply reached the next ask";
+}
+
 TEST_F(two_nodes, RepliesToTheSenderFindTheirWayBack) {
   // An actor on a tells echo "reply-to-sender"; echo tells its sender "back".
   struct caller final : akt::actor {
