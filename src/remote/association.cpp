@@ -83,7 +83,9 @@ association::association(remote_node& node, std::string host, std::uint16_t port
       host_(std::move(host)),
       port_(port),
       key_(host_ + ":" + std::to_string(port)),
-      window_(node.config().window_bytes) {}
+      window_(node.config().window_bytes),
+      window_full_(errc::window_full,
+                   key_ + ": the window is full (the receivers there are behind)") {}
 
 association::~association() = default;
 
@@ -459,8 +461,7 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
   const std::uint64_t window = window_.load(std::memory_order_relaxed);
   if (in_flight_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(window)) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-    return error(errc::window_full, key_ + ": " + std::to_string(window) +
-                                        " bytes in flight (the receivers are behind)");
+    return window_full_;  // built once: a sender that retries must not allocate per refusal
   }
   lane_slot& ord = lanes_[static_cast<int>(lane::ordinary)];
   const bool backlogged = ord.state != lane_state::up;

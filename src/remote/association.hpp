@@ -205,6 +205,7 @@ class association : public std::enable_shared_from_this<association> {
   // The window: the config's, lowered to the peer's at its handshake. Writer: on_lane_up (under
   // mutex_); readers: senders (relaxed: a stale value only moves the bound by one handshake).
   std::atomic<std::uint64_t> window_{0};
+  const error window_full_;  // the refusal of a send into a full window
 
   std::atomic<std::uint64_t> messages_out_{0}, refused_{0}, reconnects_{0};
   std::atomic<std::uint64_t> messages_in_{0}, bytes_in_{0};

@@ -74,6 +74,7 @@ class stream_connection final : public connection {
   }
 
   void request_write() override;
+  bool write_now_locked() override;
   void request_close() override;
 
   void do_start(std::shared_ptr<handler> h);
@@ -97,6 +98,14 @@ class stream_connection final : public connection {
   // Writer and reader: start(), any thread, by one exchange (a second start() is asserted
   // against). Relaxed: it only detects a double call; the handler travels by the post.
   std::atomic<bool> started_{false};
+  // The socket's descriptor for write_now_locked (plain connections), -1 once closing. Guarded
+  // by out_mutex_: do_close clears it under that mutex before it closes the socket, so a direct
+  // write never reaches a descriptor that was closed (or reused).
+  int direct_fd_ = -1;
+  // When a write last started (steady-clock ns): a direct one, or the strand's. Writers: senders
+  // under out_mutex_, the strand; readers: the same and the heartbeat (relaxed: it only decides
+  // whether a write may go direct, or a ping is due).
+  std::atomic<std::int64_t> direct_write_ns_{0};
   // Strand only from here on.
   std::shared_ptr<handler> handler_;  // from do_start until on_closed
   bool closing_ = false;              // do_close ran: no more callbacks, I/O or timers

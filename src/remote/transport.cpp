@@ -5,6 +5,8 @@
 
 #include "remote/stream_connection.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -160,7 +162,9 @@ stream_connection::stream_connection(tcp::socket socket, const io_limits& limits
       stream_(std::in_place_index<0>, std::move(socket)),
       endpoint_(peer_of(std::get<0>(stream_))),
       timer_(lowest().get_executor()),
-      reader_(limits.max_frame_bytes, limits.read_chunk) {}
+      reader_(limits.max_frame_bytes, limits.read_chunk) {
+  direct_fd_ = std::get<0>(stream_).native_handle();
+}
 
 stream_connection::stream_connection(tcp::socket socket, std::shared_ptr<asio::ssl::context> ctx,
                                      const io_limits& limits)
@@ -180,6 +184,8 @@ tcp::socket::lowest_layer_type& stream_connection::lowest() {
 
 void stream_connection::abort_socket() {
   std::error_code ignored;
+  std::lock_guard lock(out_mutex_);
+  direct_fd_ = -1;
   lowest().close(ignored);
 }
 
@@ -208,6 +214,39 @@ void stream_connection::do_start(std::shared_ptr<handler> h) {
   read_next();
 }
 
+// An idle plain connection writes on the sending thread: a send() system call that either
+// takes everything (the common case for a small frame on an idle socket) or not all of it, the
+// rest going by the strand as usual. This saves the hand-off to the I/O thread (a post and a
+// wake-up) on every message of an idle connection: each remote round trip had two of them.
+// A connection that wrote less than k_direct_gap ago is busy, not idle: its frames go by the
+// strand, whose write takes everything that accumulated meanwhile in one system call, so a
+// stream of messages never costs a system call each.
+namespace {
+constexpr std::int64_t k_direct_gap_ns = 50'000;  // bounds how often direct writes may happen
+}
+
+bool stream_connection::write_now_locked() {
+  if (direct_fd_ < 0 || pending_.empty() || flush_then_close_) return false;
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (now - direct_write_ns_.load(std::memory_order_relaxed) < k_direct_gap_ns) return false;
+  direct_write_ns_.store(now, std::memory_order_relaxed);  // also for the strand's writes
+  const ssize_t n =
+      ::send(direct_fd_, pending_.data(), pending_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n <= 0) return false;  // would block, or an error the strand's write will meet and report
+  constexpr auto r = std::memory_order_relaxed;
+  bytes_out_.fetch_add(static_cast<std::uint64_t>(n), r);
+  writes_.fetch_add(1, r);
+  if (static_cast<std::size_t>(n) == pending_.size()) {
+    frames_out_.fetch_add(pending_frames_, r);
+    pending_.clear();
+    pending_frames_ = 0;
+    return true;
+  }
+  // Partly written: the rest goes by the strand; its frames are counted when they complete.
+  pending_.erase(pending_.begin(), pending_.begin() + n);
+  return false;
+}
+
 void stream_connection::request_write() {
   asio::post(executor(), [self = self()] { self->write_next(); });
 }
@@ -230,8 +269,12 @@ void stream_connection::do_close() {
   ++hb_generation_;
   timer_.cancel();
   std::error_code ignored;
-  lowest().shutdown(tcp::socket::shutdown_both, ignored);
-  lowest().close(ignored);
+  {
+    std::lock_guard lock(out_mutex_);  // no direct write is inside send() past this point
+    direct_fd_ = -1;
+    lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close(ignored);
+  }
   // Pending reads and writes complete with operation_aborted and find closing_ set.
   if (handler_) {
     auto h = std::move(handler_);  // dropped after the call: breaks a handler->connection cycle
@@ -264,6 +307,8 @@ void stream_connection::write_next() {
   }
   if (in_flight_.empty()) return;
   last_write_ = std::chrono::steady_clock::now();
+  // A busy connection: senders keep batching behind this write (write_now_locked).
+  direct_write_ns_.store(last_write_.time_since_epoch().count(), std::memory_order_relaxed);
   std::visit(
       [this](auto& s) {
         asio::async_write(
@@ -393,7 +438,10 @@ void stream_connection::on_heartbeat(std::uint64_t generation) {
   // Ping when nothing went out for an interval, and also when nothing came in for one: a peer
   // that only receives (connections carry data one way) answers pings, and its pongs are
   // what keeps a busy sender from declaring it lost. At most one ping per interval.
-  if ((now - last_write_ >= hb_interval_ || now - last_read_ >= hb_interval_) &&
+  const auto direct = std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(direct_write_ns_.load(std::memory_order_relaxed)));
+  const auto wrote = std::max(last_write_, direct);
+  if ((now - wrote >= hb_interval_ || now - last_read_ >= hb_interval_) &&
       now - last_ping_ >= hb_interval_) {
     last_ping_ = now;
     send_internal(frame_type::ping, ++ping_sequence_);

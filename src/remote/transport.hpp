@@ -189,6 +189,10 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Starts a write on the I/O thread (asio::post); called once writing_ was set by the caller.
   virtual void request_write() = 0;
+  // Called by send() with out_mutex_ held when no write is in flight: writes what is pending on
+  // the calling thread if it can do so at once (all of it: true, nothing left pending), else
+  // leaves the rest for request_write. The default writes nothing.
+  virtual bool write_now_locked() { return false; }
   // Posts the close to the I/O thread; called once, after closed_ was set.
   virtual void request_close() = 0;
   // Counts the frames in out[from, out.size()): fill() must append whole frames (asserted).
@@ -236,7 +240,8 @@ error connection::send(F&& fill) {
     throw;
   }
   pending_frames_ += count_frames(pending_, before);
-  if (writing_) return {};  // the completion of the write in flight takes these bytes too
+  if (writing_) return {};            // the completion of the write in flight takes these bytes too
+  if (write_now_locked()) return {};  // an idle connection: written by this thread, no hand-off
   writing_ = true;
   lock.unlock();
   request_write();
