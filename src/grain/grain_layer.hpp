@@ -112,10 +112,6 @@ struct grain_host_access {
   static std::atomic<std::uint64_t>& direct(grain_host_base& h) noexcept { return h.direct_word(); }
 };
 
-// grain_host_base::direct_'s fields.
-constexpr std::uint64_t k_direct_closed = std::uint64_t{1} << 31;
-constexpr std::uint64_t k_direct_senders = k_direct_closed - 1;
-
 // The timers of one activation (turn owner).
 struct grain_timer_table {
   std::vector<std::pair<std::string, schedule_ref>> entries;

@@ -53,6 +53,8 @@ class grain_ref {
   template <class M>
   error tell_one_way(M&& msg) {
     if (sys_ == nullptr) return errc::empty_pid;
+    // direct_tell consumes msg only when it returns true; otherwise msg is still whole here.
+    if (error out; detail::direct_tell(route_, std::forward<M>(msg), out)) return out;
     return detail::tell_grain_via(*sys_, id_, message(std::forward<M>(msg)), route_, nullptr);
   }
   // Acknowledged by default (waits for ack / reply_error, at most opts.timeout), as tell_grain;

@@ -44,6 +44,42 @@ struct grain_route {
   std::uint32_t generation = 0;
 };
 
+// grain_cell::direct_'s fields: [generation:32][closed:1][senders:31].
+inline constexpr std::uint64_t k_direct_closed = std::uint64_t{1} << 31;
+inline constexpr std::uint64_t k_direct_senders = k_direct_closed - 1;
+
+// The direct path of a grain_ref's one-way tell, inline so that the message goes into its
+// envelope as its own type (no type-erased move through akt::message): into route's activation
+// while it is open under route's generation, for an unbounded mailbox. False when the route is
+// empty, stale or bounded (msg is untouched; the caller takes the directory path, which
+// refreshes the route and reserves room in a bounded mailbox); true when sent or refused (out).
+// The protocol is direct_send's (grain_send.cpp): the word counts this sender in around its
+// enqueue, so that a closing activation waits until the enqueue is in its mailbox.
+template <class M>
+bool direct_tell(grain_route& route, M&& msg, error& out) {
+  actor_cell* const cell = detail::cell_of(route.cell);
+  if (cell == nullptr || route.capacity != 0) return false;
+  std::atomic<std::uint64_t>& direct = *route.direct;
+  const std::uint64_t d = direct.fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) != 0 || static_cast<std::uint32_t>(d >> 32) != route.generation) {
+    direct.fetch_sub(1, std::memory_order_release);
+    return false;
+  }
+  envelope* env = nullptr;
+  try {
+    env = detail::make_envelope(cell, std::forward<M>(msg)).release();
+  } catch (...) {
+    direct.fetch_sub(1, std::memory_order_release);
+    throw;
+  }
+  auto* rc = static_cast<receive_context*>(env);
+  const bool queued = cell->deliver_if_open(rc);
+  // Release: the enqueue above is in the mailbox before close_direct sees this sender leave.
+  direct.fetch_sub(1, std::memory_order_release);
+  out = queued ? error() : cell->deliver(rc);  // a closed cell: refused, with its dead letter
+  return true;
+}
+
 // Signals the end of an activation to the resolvers that wait for it.
 struct activation_gate {
   std::atomic<int> done{0};  // writer: the activating thread (release); readers: waiters (acquire)
