@@ -352,10 +352,11 @@ request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
   // A request made while handling an ask inherits that ask's deadline when it is the earlier
   // one: nobody waits for the answer after the asker gave up (the same rule across nodes, where
   // the deadline travels as the time left).
-  const std::int64_t now = self_cell->system()->timers_.now_ns();
-  std::int64_t deadline = timeout > std::chrono::nanoseconds::zero() ? now + timeout.count() : 0;
-  if (has_deadline() && (deadline == 0 || deadline_ns_ < deadline)) deadline = deadline_ns_;
-  if (deadline != 0) {
+  const bool own = timeout > std::chrono::nanoseconds::zero();
+  if (own || has_deadline()) {  // the clock is read only when a deadline is involved
+    const std::int64_t now = self_cell->system()->timers_.now_ns();
+    std::int64_t deadline = own ? now + timeout.count() : 0;
+    if (has_deadline() && (deadline == 0 || deadline_ns_ < deadline)) deadline = deadline_ns_;
     env->deadline_ns_ = deadline;
     env->flags_ |= flag_has_deadline;
     pid me = self();
