@@ -376,6 +376,7 @@ void association::lose_peer(const error& why) {
 
 void association::dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why) {
   akt::detail::system_core* core = node_.core();
+  codec_scope scope(&node_);
   std::size_t at = 0;
   while (bytes.size() - at >= k_header_bytes) {
     frame_header h;
@@ -473,6 +474,7 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
   // Registered before it is written, so that a fast answer finds it.
   const std::uint64_t id = ask ? register_call(route, deadline, false, !backlogged) : 0;
   std::size_t bytes = 0;
+  codec_scope scope(&node_);  // for a pid inside the message (encode_pid)
   error e = append_locked(lane::ordinary, [&](byte_writer& w) {
     const std::size_t before = w.size();
     error enc = ask ? encode_ask(w, id, f, *s, msg) : encode_tell(w, 0, f, *s, msg);

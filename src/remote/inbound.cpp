@@ -37,6 +37,7 @@ class remote_reply_route final : public akt::detail::reply_route {
 
  private:
   void send(result<message>& value) noexcept {
+    codec_scope scope(&node_);  // a pid inside the reply
     try {
       if (value.has_value() && value->empty()) {  // an acknowledgement: type id 0, no bytes
         (void)to_->send_frame(lane::ordinary, [&](byte_writer& w) {
@@ -133,6 +134,7 @@ void inbound_link::on_frame(connection& c, const frame_header& h, byte_span body
       on_envelope(c, h, body);
       return;
     case frame_type::reply: {
+      codec_scope scope(&node_);  // decoded here: replies have no turn to wait for
       origin_->count_in(1, k_header_bytes + body.size());
       grant(static_cast<std::uint32_t>(k_header_bytes + body.size()));
       std::uint64_t type_id = 0;

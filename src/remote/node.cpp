@@ -100,6 +100,8 @@ tls_settings tls_of(const tls_config& t) {
 error encode_nothing(const poison_pill&, byte_writer&) { return {}; }
 result<poison_pill> decode_pill(byte_reader&) { return poison_pill{}; }
 
+thread_local remote_node* t_codec_node = nullptr;  // see codec_scope
+
 }  // namespace
 
 remote_node::remote_node(akt::detail::system_core* core, actor_system& sys,
@@ -129,6 +131,9 @@ error remote_node::open() {
     return error(errc::invalid_argument, "TLS needs a certificate, a private key and a CA file");
   }
   (void)register_message<poison_pill>(&encode_nothing, &decode_pill);
+  (void)register_message<pid>(
+      [](const pid& p, byte_writer& w) { return akt::remote::encode_pid(w, p); },
+      &akt::remote::decode_pid);
   io_ = std::make_unique<io_pool>(cfg_.io_threads);
   io_->set_log([this](std::string_view text) { log(log_level::warning, text); });
   auto l = listener::open(*io_, cfg_.host, cfg_.port, tls_, limits_,
@@ -298,6 +303,7 @@ bool remote_node::decode(receive_context& env) noexcept {
   context_access::flags(env) &= ~static_cast<std::uint32_t>(envelope::flag_encoded);
   if (p == nullptr) return true;
   error why;
+  codec_scope scope(this);
   if (const serializer* s = find_serializer(p->type_id())) {
     byte_reader r(p->bytes());
     try {
@@ -321,6 +327,7 @@ bool remote_node::decode(receive_context& env) noexcept {
 void remote_node::decode_for_dead_letter(message& m) noexcept {
   auto* p = m.get_if<encoded_payload>();
   if (p == nullptr) return;
+  codec_scope scope(this);
   try {
     if (result<message> d = decode_message(p->type_id(), p->bytes())) m = std::move(*d);
   } catch (...) {
@@ -588,6 +595,68 @@ void remote_node::shut_down(std::chrono::steady_clock::time_point deadline,
 
 }  // namespace detail
 
+error encode_pid(byte_writer& w, const pid& p) {
+  detail::remote_node* n = detail::t_codec_node;
+  if (n == nullptr) {
+    return error(errc::invalid_argument, "encode_pid outside a send to another node");
+  }
+  const akt::detail::actor_cell* c = akt::detail::cell_of(p);
+  std::uint64_t uid = 0;
+  if (c != nullptr && !c->is_remote()) {
+    uid = n->exports().export_cell(const_cast<akt::detail::actor_cell*>(c));
+  }
+  if (c == nullptr || (!c->is_remote() && uid == 0)) {  // empty, or a local actor that stopped
+    w.put_u8(0);
+    return {};
+  }
+  w.put_u8(1);
+  if (c->is_remote()) {  // a third node's actor travels on, as its own node's
+    const auto* rc = static_cast<const detail::remote_cell*>(c);
+    const std::string_view address = rc->path();  // akt://system@host:port/path
+    const auto after_node = address.find('/', address.find('@'));
+    w.put_string(rc->peer().key());
+    w.put_string(rc->peer().system_name());
+    w.put_u64(rc->incarnation());
+    w.put_u64(rc->uid());
+    w.put_string(after_node == std::string_view::npos ? std::string_view()
+                                                      : address.substr(after_node + 1));
+    return {};
+  }
+  w.put_string(n->advertised_host() + ":" + std::to_string(n->advertised_port()));
+  w.put_string(n->system_name());
+  w.put_u64(n->incarnation());
+  w.put_u64(uid);
+  w.put_string(std::string(c->is_grain() ? "grain/" : "user/") + std::string(c->path()));
+  return {};
+}
+
+result<pid> decode_pid(byte_reader& r) {
+  detail::remote_node* n = detail::t_codec_node;
+  if (n == nullptr) {
+    return error(errc::invalid_argument, "decode_pid outside a message from another node");
+  }
+  std::uint8_t tag = 0;
+  if (!r.get_u8(tag) || tag > 1) return error(errc::decode_failed, "a pid: bad tag");
+  if (tag == 0) return pid();
+  std::string_view node, system, path;
+  std::uint64_t incarnation = 0, uid = 0;
+  if (!r.get_string(node) || !r.get_string(system) || !r.get_u64(incarnation) || !r.get_u64(uid) ||
+      !r.get_string(path)) {
+    return error(errc::decode_failed, "a pid: truncated");
+  }
+  if (incarnation == n->incarnation()) return n->exports().resolve(uid);  // one of ours
+  result<detail::node_address> where = detail::parse_node(node);
+  if (!where) return error(errc::decode_failed, "a pid: " + where.error().message());
+  std::shared_ptr<detail::association> a = n->association_for(where->host, where->port);
+  pid p = a->proxy(uid, path);
+  const std::uint64_t known = a->incarnation();
+  if (known != 0 && known != incarnation) {  // of a previous life of that node
+    static_cast<detail::remote_cell*>(akt::detail::cell_of(p))->mark_terminated();
+  }
+  (void)system;
+  return p;
+}
+
 error set_grain_placement(actor_system& sys,
                           std::function<std::string(const grain_identity&)> owner) {
   akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();
@@ -604,6 +673,9 @@ error set_grain_placement(actor_system& sys,
 }
 
 namespace detail {
+
+codec_scope::codec_scope(remote_node* n) noexcept : previous_(std::exchange(t_codec_node, n)) {}
+codec_scope::~codec_scope() { t_codec_node = previous_; }
 
 remote_node& node_of(akt::detail::system_core* core) noexcept {
   return *static_cast<remote_node*>(core->remote());

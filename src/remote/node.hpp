@@ -138,4 +138,17 @@ class remote_node final : public akt::detail::remote_extension {
 
 remote_node& node_of(akt::detail::system_core* core) noexcept;
 
+// The node whose message a serializer is encoding or decoding on this thread, for
+// encode_pid / decode_pid (akt/remote/remote.hpp): set around every serializer call akt makes.
+class codec_scope {
+ public:
+  explicit codec_scope(remote_node* n) noexcept;
+  ~codec_scope();
+  codec_scope(const codec_scope&) = delete;
+  codec_scope& operator=(const codec_scope&) = delete;
+
+ private:
+  remote_node* previous_;
+};
+
 }  // namespace akt::remote::detail

@@ -322,3 +322,77 @@ TEST(Remote_Three, ThreeNodesTalkPairwise) {
 }
 
 }  // namespace
+
+namespace {
+
+// A message with a pid field, encoded with encode_pid / decode_pid.
+struct introduce {
+  static constexpr std::string_view akt_type_name = "akt.test.introduce";
+  akt::pid who;
+  std::string note;
+};
+
+void register_introduce() {
+  static const bool done = [] {
+    return !akt::remote::register_message<introduce>(
+        [](const introduce& m, akt::remote::byte_writer& w) -> akt::error {
+          if (akt::error e = akt::remote::encode_pid(w, m.who)) return e;
+          w.put_string(m.note);
+          return {};
+        },
+        [](akt::remote::byte_reader& r) -> akt::result<introduce> {
+          auto who = akt::remote::decode_pid(r);
+          if (!who) return who.error();
+          std::string_view note;
+          if (!r.get_string(note)) return akt::error(errc::decode_failed, "short introduce");
+          return introduce{std::move(*who), std::string(note)};
+        });
+  }();
+  (void)done;
+}
+
+// Tells whoever it is introduced to (or sent, as a bare pid) a greeting.
+struct greeter final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    if (auto* i = ctx.get_if<introduce>()) {
+      (void)ctx.tell(i->who, std::string("hello from greeter: " + i->note));
+      ctx.reply(std::string("introduced"));
+    } else if (auto* p = ctx.get_if<akt::pid>()) {
+      auto r = std::string("bare pid");
+      (void)ctx.tell(*p, r);
+      ctx.reply(std::string("greeted"));
+    }
+  }
+};
+
+TEST(Remote_Pid, APidInsideAMessageIsUsableOnTheReceivingNodeAndAsAMessageByItself) {
+  register_introduce();
+  node a{"alpha"}, b{"beta"}, c{"gamma"};
+  ASSERT_TRUE(a.started && b.started && c.started);
+  ASSERT_TRUE(b.sys.spawn<greeter>("greeter"));
+  auto greeter_pid = a.sys.lookup(b.where(), "greeter");
+  ASSERT_TRUE(greeter_pid);
+  auto mine = std::make_shared<journal>();
+  auto local = a.sys.spawn<echo>("local", mine);  // on a: receives the greetings
+  ASSERT_TRUE(local);
+  auto r = greeter_pid->ask<std::string>(introduce{*local, "one"}, 5s);
+  ASSERT_TRUE(r) << r.error().message();
+  auto bare = greeter_pid->ask<std::string>(*local, 5s);
+  ASSERT_TRUE(bare) << bare.error().message();
+  // A third node's pid, forwarded: c's actor receives b's greeting.
+  auto theirs = std::make_shared<journal>();
+  ASSERT_TRUE(c.sys.spawn<echo>("theirs", theirs));
+  auto on_c = a.sys.lookup(c.where(), "theirs");
+  ASSERT_TRUE(on_c);
+  ASSERT_TRUE(greeter_pid->ask<std::string>(introduce{*on_c, "three"}, 5s));
+  ASSERT_TRUE(
+      eventually([&] { return mine->received.load() == 2 && theirs->received.load() == 1; }));
+  std::lock_guard<std::mutex> lock(mine->mutex);
+  EXPECT_EQ(mine->texts[0], "hello from greeter: one");
+  EXPECT_EQ(mine->texts[1], "bare pid");
+  // encode_pid outside a send to another node is refused.
+  akt::remote::byte_writer w;
+  EXPECT_EQ(akt::remote::encode_pid(w, *local).code(), errc::invalid_argument);
+}
+
+}  // namespace

@@ -85,6 +85,9 @@ result<R> reply_as(result<message>&& r) {
 
 class pid {
  public:
+  // Its stable name: a pid can travel to another node (akt/remote/remote.hpp).
+  static constexpr std::string_view akt_type_name = "akt.pid";
+
   pid() noexcept = default;
   pid(const pid& o) noexcept : cell_(o.cell_) {
     if (cell_) detail::add_ref(cell_);

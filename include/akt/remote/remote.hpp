@@ -76,6 +76,16 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
   return detail::tell_grain_on(sys, node, id, message(std::forward<M>(msg)), opts);
 }
 
+// A pid inside a message: call these from a message's encode / decode functions (the ones given
+// to register_message) to write and read a pid field. On the receiving node the pid is usable
+// as it was on the sending one: a local actor of that node, or a proxy of the actor on its own
+// node (a third node's pid travels as well). A pid can also be sent as a message by itself
+// (its serializer "akt.pid" is built in). They work while akt runs the serializer for a send
+// to another node or for a message from one; elsewhere encode_pid refuses with
+// errc::invalid_argument and decode_pid too.
+error encode_pid(byte_writer& w, const pid& p);
+result<pid> decode_pid(byte_reader& r);
+
 // Routes grain identities to the node that hosts them: owner(id) names a node ("host:port"),
 // or returns "" (or this node's own "host:port") for identities this node hosts. After it,
 // ask_grain, tell_grain and grain_ref sends to an identity owned elsewhere go to that node, as
