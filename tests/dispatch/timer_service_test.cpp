@@ -81,14 +81,23 @@ TEST(Timer_Order, FiresInDeadlineOrderAndNeverEarly) {
   for (int i : insert_order) {
     ASSERT_TRUE(ts.schedule_at(deadlines[i], [&log, i] { log.record(i); }));
   }
+  // The order is owed among timers that were all pending together: on a loaded machine the
+  // insertions can outlast the 20 ms margin, and a timer already due when it is inserted fires
+  // at once, before an earlier-due one inserted after it.
+  const auto all_inserted = clock_type::now();
   ASSERT_TRUE(test::eventually([&] { return log.reached(n); }));
   ASSERT_EQ(log.order.size(), static_cast<std::size_t>(n));
+  int checked = 0;
   for (int k = 0; k < n; ++k) {
     const int i = log.order[k];
     EXPECT_GE(log.at[k], deadlines[i]) << "timer " << i << " fired early";
-    if (k > 0) {
+    if (k > 0 && deadlines[log.order[k - 1]] > all_inserted) {
       EXPECT_LE(deadlines[log.order[k - 1]], deadlines[i]) << "out of order at " << k;
+      ++checked;
     }
+  }
+  if (all_inserted < base) {
+    EXPECT_EQ(checked, n - 1) << "on an unloaded machine every pair is checked";
   }
   EXPECT_EQ(ts.pending(), 0u);
 }
