@@ -203,13 +203,10 @@ void actor_cell::post_system(message msg, actor_cell* from) noexcept {
     context_access::sender(*env) = from;
   }
   context_access::receiver(*env) = this;
-  // Held across the push and the scheduling: once the message is in, its turn may run and let
-  // this cell finish and be freed (a parent handling its last child_stopped, posted by a child
-  // that holds only a raw parent pointer) while this thread still reads the dispatch state.
-  add_ref();
+  // The caller keeps this cell alive across the push and the scheduling below (a pid, a list
+  // that holds a reference, or see finish_stop for the one raw pointer, parent_).
   sysq_.push(env);
   if (try_schedule(observe())) system_->dispatcher_.schedule(this);
-  release();
 }
 
 // ---------------------------------------------------------------------------------------------

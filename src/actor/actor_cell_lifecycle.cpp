@@ -330,7 +330,15 @@ void actor_cell::finish_stop() noexcept {
   if (remote_extension* r = system_->remote()) r->on_actor_stopped(this);
   system_->processed_by_dead_.fetch_add(processed_.load(std::memory_order_relaxed),
                                         std::memory_order_relaxed);
-  if (parent_ != nullptr) parent_->post_system(child_stopped{this});
+  if (parent_ != nullptr) {
+    // A reference across the post: once child_stopped is in, the parent's turn may handle it,
+    // finish its own stop and free the parent while post_system still reads its dispatch state
+    // (stress.sh caught it under TSan). Its other posts come while this child is alive, which
+    // its stop waits for.
+    parent_->add_ref();
+    parent_->post_system(child_stopped{this});
+    parent_->release();
+  }
   if (passivated && system_->events_->has_subscribers<actor_passivated>()) {
     system_->events_->publish(actor_passivated{detail::share_pid(this)});
   }
