@@ -13,7 +13,7 @@ using namespace akt::remote_test;
 using akt::errc;
 using akt::test::eventually;
 
-struct two_nodes : ::testing::Test {
+struct Remote_TwoNodes : ::testing::Test {
   node a{"alpha"};
   node b{"beta"};
   std::shared_ptr<journal> j = std::make_shared<journal>();
@@ -55,7 +55,7 @@ TEST(Remote_Lookup, AMalformedAddressIsRefusedWithInvalidAddress) {
   EXPECT_EQ(a.sys.lookup("nocolon", "x").code(), errc::invalid_address);
 }
 
-TEST_F(two_nodes, ALookupByAddressAndByNodeAndNameFindsTheActor) {
+TEST_F(Remote_TwoNodes, ALookupByAddressAndByNodeAndNameFindsTheActor) {
   EXPECT_EQ(target.name(), "echo");
   EXPECT_EQ(target.path(), b.sys.address() + "/user/echo");
   EXPECT_EQ(a.sys.address_of(target), b.sys.address() + "/user/echo");
@@ -65,7 +65,7 @@ TEST_F(two_nodes, ALookupByAddressAndByNodeAndNameFindsTheActor) {
   EXPECT_TRUE(target.alive());
 }
 
-TEST_F(two_nodes, ALookupOfAMissingActorAnswersActorNotFound) {
+TEST_F(Remote_TwoNodes, ALookupOfAMissingActorAnswersActorNotFound) {
   EXPECT_EQ(a.sys.lookup(b.sys.address() + "/user/nobody").code(), errc::actor_not_found);
   EXPECT_EQ(a.sys.lookup("akt://wrong@" + b.where() + "/user/echo").code(), errc::actor_not_found);
 }
@@ -99,7 +99,7 @@ TEST(Remote_Lookup, TheLocalNodesOwnAddressResolvesToTheLocalPid) {
   EXPECT_EQ(*p, *local);
 }
 
-TEST_F(two_nodes, TellsFromOneSenderArriveAllAndInOrder) {
+TEST_F(Remote_TwoNodes, TellsFromOneSenderArriveAllAndInOrder) {
   constexpr int n = 20000;
   for (int i = 0; i < n; ++i) {
     akt::error e = target.tell(ping{i});
@@ -115,7 +115,7 @@ TEST_F(two_nodes, TellsFromOneSenderArriveAllAndInOrder) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], i) << "at " << i;
 }
 
-TEST_F(two_nodes, AnAskReturnsTheReplyAndTypedAsksCheckTheType) {
+TEST_F(Remote_TwoNodes, AnAskReturnsTheReplyAndTypedAsksCheckTheType) {
   auto r = target.ask<ping>(ping{41}, 5s);
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->n, 42);
@@ -125,7 +125,7 @@ TEST_F(two_nodes, AnAskReturnsTheReplyAndTypedAsksCheckTheType) {
   EXPECT_EQ(target.ask<std::string>(ping{1}, 5s).code(), errc::unexpected_reply);
 }
 
-TEST_F(two_nodes, ErrorsComeBackAsTheSameCodesAsLocally) {
+TEST_F(Remote_TwoNodes, ErrorsComeBackAsTheSameCodesAsLocally) {
   // A handler that does not answer: no_reply.
   EXPECT_EQ(target.ask<std::string>(std::string("ignore"), 5s).code(), errc::no_reply);
   // A message no handler matches: unhandled.
@@ -142,7 +142,7 @@ TEST_F(two_nodes, ErrorsComeBackAsTheSameCodesAsLocally) {
       << thrown.error().message();
 }
 
-TEST_F(two_nodes, AStoppedRemoteActorAnswersDeadWithTheRefusalMark) {
+TEST_F(Remote_TwoNodes, AStoppedRemoteActorAnswersDeadWithTheRefusalMark) {
   auto local = b.sys.find("echo");
   ASSERT_TRUE(local);
   ASSERT_TRUE(b.sys.stop_actor(*local));
@@ -151,7 +151,7 @@ TEST_F(two_nodes, AStoppedRemoteActorAnswersDeadWithTheRefusalMark) {
   EXPECT_TRUE(akt::detail::error_access::refused(r.error())) << "refused before any handler";
 }
 
-TEST_F(two_nodes, AMessageWithoutASerializerIsRefusedAndDeadLettered) {
+TEST_F(Remote_TwoNodes, AMessageWithoutASerializerIsRefusedAndDeadLettered) {
   akt::test::collector<akt::dead_letter, akt::errc> dead(
       a.sys, [](const akt::dead_letter& d) { return d.reason.code(); });
   EXPECT_EQ(target.tell(unregistered{1}).code(), errc::not_serializable);
@@ -198,7 +198,7 @@ TEST(Remote_Deadline, AnAskThatExpiresInTheRemoteMailboxIsNeverHandled) {
   EXPECT_EQ(handled.load(), 1) << "the expired ask ran";
 }
 
-TEST_F(two_nodes, AReplyThatArrivesAfterTheCallerGaveUpIsDroppedNotHandedToALaterAsk) {
+TEST_F(Remote_TwoNodes, AReplyThatArrivesAfterTheCallerGaveUpIsDroppedNotHandedToALaterAsk) {
   // "late" answers after a gate opens; the asker gives up first, then asks again.
   struct late final : akt::actor {
     std::atomic<bool>* open;
@@ -224,7 +224,7 @@ TEST_F(two_nodes, AReplyThatArrivesAfterTheCallerGaveUpIsDroppedNotHandedToALate
   EXPECT_EQ(second->n, 200) << "a late reply reached the next ask";
 }
 
-TEST_F(two_nodes, RepliesToTheSenderFindTheirWayBack) {
+TEST_F(Remote_TwoNodes, RepliesToTheSenderFindTheirWayBack) {
   // An actor on a tells echo "reply-to-sender"; echo tells its sender "back".
   struct caller final : akt::actor {
     akt::pid to;
@@ -250,7 +250,7 @@ TEST_F(two_nodes, RepliesToTheSenderFindTheirWayBack) {
   EXPECT_EQ(mine->texts[0], "back");
 }
 
-TEST_F(two_nodes, ARequestFromAnActorToARemoteActorRunsItsContinuationOnTheActor) {
+TEST_F(Remote_TwoNodes, ARequestFromAnActorToARemoteActorRunsItsContinuationOnTheActor) {
   struct requester final : akt::actor {
     akt::pid to;
     std::shared_ptr<journal> mine;
@@ -271,7 +271,7 @@ TEST_F(two_nodes, ARequestFromAnActorToARemoteActorRunsItsContinuationOnTheActor
   EXPECT_EQ(mine->ping_list()[0], 10);
 }
 
-TEST_F(two_nodes, APidSentInsideAMessageAsItsAddressIsUsableOnTheReceivingNode) {
+TEST_F(Remote_TwoNodes, APidSentInsideAMessageAsItsAddressIsUsableOnTheReceivingNode) {
   // b looks a's actor up from the address a sent it.
   auto mine = std::make_shared<journal>();
   auto local = a.sys.spawn<echo>("local-echo", mine);
@@ -284,9 +284,15 @@ TEST_F(two_nodes, APidSentInsideAMessageAsItsAddressIsUsableOnTheReceivingNode) 
   EXPECT_EQ(r->n, 2);
 }
 
-TEST_F(two_nodes, PeersReportMessagesBytesAndFrames) {
+TEST_F(Remote_TwoNodes, PeersReportMessagesBytesAndFrames) {
   for (int i = 0; i < 100; ++i) ASSERT_FALSE(target.tell(ping{i}));
   ASSERT_TRUE(eventually([&] { return j->received.load() == 100; }));
+  // The sender counts a strand write when its completion runs on a's I/O thread, which may be
+  // after b handled every message: wait for the counters, do not read them once.
+  ASSERT_TRUE(eventually([&] {
+    auto peers = a.sys.peers();
+    return peers.size() == 1 && peers[0].frames_out >= 100u;
+  }));
   auto peers = a.sys.peers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].address, b.sys.address());
