@@ -238,17 +238,72 @@ void association::on_lane_refused(lane l, const error& why) {
   schedule_reconnect(l);
 }
 
-void association::on_lane_closed(lane l, const connection* c, const error& why) {
+std::vector<unsigned char> association::resendable(const std::vector<unsigned char>& bytes) {
+  std::vector<unsigned char> out;
+  std::size_t at = 0;
+  while (bytes.size() - at >= k_header_bytes) {
+    frame_header h;
+    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) break;
+    const std::size_t end = at + k_header_bytes + h.length;
+    if (end > bytes.size()) break;
+    switch (h.type) {
+      case frame_type::hello:
+      case frame_type::hello_ack:
+      case frame_type::hello_reject:
+      case frame_type::credit:
+      case frame_type::ping:
+      case frame_type::pong:
+        break;
+      default:
+        out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                   bytes.begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    at = end;
+  }
+  return out;
+}
+
+void association::on_lane_closed(lane l, connection* c, const error& why) {
   bool heartbeat_lost = false;
+  // What the connection still held: frames never written go out again on the next connection
+  // (ahead of what was sent since, which waits in the backlog), so a reconnect loses nothing;
+  // frames of the write in flight may have arrived, so their tells are dead letters
+  // (connection_lost: delivery unknown) rather than sent twice.
+  std::vector<unsigned char> unsent, uncertain;
+  if (c != nullptr) c->take_leftovers(unsent, uncertain);
+  if (!uncertain.empty()) {
+    dead_letter_backlog(uncertain,
+                        error(errc::connection_lost, key_ +
+                                                         ": the connection closed while these were "
+                                                         "being written (" +
+                                                         why.message() + ")"));
+  }
+  bool closing = false;
+  bool stale = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     lane_slot& s = lanes_[static_cast<int>(l)];
-    if (c != nullptr && s.conn.get() != c && s.state == lane_state::up) return;  // an old one
-    if (closing_) {
+    stale = c != nullptr && s.conn.get() != c && s.state == lane_state::up;  // an old one
+    closing = closing_;
+    if (closing) {
       s.state = lane_state::idle;
       s.conn.reset();
-      return;
+      unsent.insert(unsent.end(), s.backlog.begin(), s.backlog.end());
+      s.backlog.clear();
+    } else if (!stale && !unsent.empty()) {
+      std::vector<unsigned char> again = resendable(unsent);
+      s.backlog.insert(s.backlog.begin(), again.begin(), again.end());
+      unsent.clear();
     }
+  }
+  if (closing || stale) {  // nothing more will go out on this lane's behalf
+    dead_letter_backlog(unsent, closing ? error(errc::system_shutting_down, "the node stopped")
+                                        : error(errc::unreachable, key_ + ": " + why.message()));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lane_slot& s = lanes_[static_cast<int>(l)];
     if (s.conn) {
       const connection::figures f = s.conn->stats();
       frames_out_closed_.fetch_add(f.frames_out, std::memory_order_relaxed);

@@ -134,7 +134,7 @@ class association : public std::enable_shared_from_this<association> {
   class lane_handler;
   void on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_t incarnation,
                   std::string system, std::uint64_t window);
-  void on_lane_closed(lane l, const connection* c, const error& why);
+  void on_lane_closed(lane l, connection* c, const error& why);
   void on_lane_refused(lane l, const error& why);
 
  private:
@@ -170,6 +170,9 @@ class association : public std::enable_shared_from_this<association> {
   // The common part of the two sends above (f: everything but the type id and deadline).
   error send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
                   std::int64_t deadline_ns, const remote_cell* to);
+  // The frames of `bytes` worth sending again on a new connection (messages, answers, control,
+  // terminations; not a connection's own handshake, credits and pings).
+  static std::vector<unsigned char> resendable(const std::vector<unsigned char>& bytes);
   // Dead letters for the tells in a backlog that will never be sent.
   void dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why);
 

@@ -112,7 +112,8 @@ class stream_connection final : public connection {
   bool handshake_done_ = false;
   std::vector<unsigned char> in_flight_;  // being written; swapped with pending_
   std::uint64_t in_flight_frames_ = 0;
-  frame_reader reader_;  // inbound bytes, cut into frames (wire.hpp)
+  std::size_t in_flight_partial_ = 0;  // pending_partial_ of what in_flight_ took over
+  frame_reader reader_;                // inbound bytes, cut into frames (wire.hpp)
   std::chrono::steady_clock::time_point last_read_, last_write_, last_ping_;
   std::chrono::milliseconds hb_interval_{0};
   unsigned hb_misses_ = 0;

@@ -135,6 +135,15 @@ connection::figures connection::stats() const noexcept {
           frames_in_.load(r),  bytes_in_.load(r),  reads_.load(r)};
 }
 
+void connection::take_leftovers(std::vector<unsigned char>& unsent,
+                                std::vector<unsigned char>& uncertain) {
+  std::lock_guard lock(out_mutex_);
+  unsent = std::move(unsent_);
+  uncertain = std::move(uncertain_);
+  unsent_ = {};
+  uncertain_ = {};
+}
+
 std::size_t connection::pending_bytes() const {
   std::lock_guard lock(out_mutex_);
   return pending_.size() + in_flight_bytes_;
@@ -243,6 +252,15 @@ bool stream_connection::write_now_locked() {
     return true;
   }
   // Partly written: the rest goes by the strand; its frames are counted when they complete.
+  // Note where the frame that was cut ends, for the leftovers of a close.
+  std::size_t at = 0;
+  const std::size_t written = static_cast<std::size_t>(n);
+  while (at + k_header_bytes <= pending_.size()) {
+    const std::size_t end = at + k_header_bytes + load_u32(&pending_[at]);
+    if (end > written) break;
+    at = end;
+  }
+  pending_partial_ = at < written ? at + k_header_bytes + load_u32(&pending_[at]) - written : 0;
   pending_.erase(pending_.begin(), pending_.begin() + n);
   return false;
 }
@@ -262,9 +280,17 @@ void stream_connection::do_close() {
   {
     std::lock_guard lock(out_mutex_);
     why = close_reason_;
-    pending_.clear();
-    pending_.shrink_to_fit();
+    // What it held goes to the owner (take_leftovers), whole frames only: a write in flight may
+    // have arrived; what waited behind it never left.
+    // Copied, not moved: an aborted write may still refer to in_flight_'s bytes until it
+    // completes, and in_flight_ lives as long as this connection.
+    uncertain_.assign(in_flight_.begin() + std::min(in_flight_partial_, in_flight_.size()),
+                      in_flight_.end());
+    unsent_ = std::move(pending_);
+    unsent_.erase(unsent_.begin(), unsent_.begin() + std::min(pending_partial_, unsent_.size()));
+    pending_ = {};
     pending_frames_ = 0;
+    pending_partial_ = 0;
   }
   ++hb_generation_;
   timer_.cancel();
@@ -298,6 +324,8 @@ void stream_connection::write_next() {
       in_flight_.swap(pending_);  // pending_ takes the drained buffer back: double buffering
       in_flight_frames_ = pending_frames_;
       pending_frames_ = 0;
+      in_flight_partial_ = pending_partial_;
+      pending_partial_ = 0;
       in_flight_bytes_ = in_flight_.size();
     }
   }
@@ -329,6 +357,7 @@ void stream_connection::on_written(const std::error_code& ec, std::size_t n) {
   bytes_out_.fetch_add(n, r);
   frames_out_.fetch_add(in_flight_frames_, r);
   in_flight_frames_ = 0;
+  in_flight_partial_ = 0;
   in_flight_.clear();
   if (in_flight_.capacity() > std::max(k_keep_capacity, limits_.read_chunk)) {
     std::vector<unsigned char>().swap(in_flight_);

@@ -175,6 +175,11 @@ class connection : public std::enable_shared_from_this<connection> {
   figures stats() const noexcept;
   // Bytes buffered for sending: pending plus the write in flight.
   std::size_t pending_bytes() const;
+  // After on_closed: the frames the connection held when it closed, moved out (once).
+  // `unsent`: whole frames never written (safe to send again on another connection);
+  // `uncertain`: whole frames of a write that was in flight (they may have arrived). Bytes of a
+  // frame cut by a partial write are in neither.
+  void take_leftovers(std::vector<unsigned char>& unsent, std::vector<unsigned char>& uncertain);
   // "host:port" of the peer (IPv6 as "[addr]:port"), read when the connection was made.
   virtual std::string remote_endpoint() const = 0;
   bool tls() const noexcept { return tls_; }
@@ -212,10 +217,14 @@ class connection : public std::enable_shared_from_this<connection> {
   mutable std::mutex out_mutex_;
   std::vector<unsigned char> pending_;  // producers append here
   std::uint64_t pending_frames_ = 0;    // frames in pending_
-  std::size_t in_flight_bytes_ = 0;     // bytes the write in flight covers
-  bool writing_ = false;                // a write is in flight or posted
-  bool flush_then_close_ = false;       // close_after_flush(): close when the buffers drain
-  error close_reason_;                  // the first reason given to close()
+  // Bytes at the start of pending_ that end a frame a direct write sent in part (so pending_
+  // starts mid-frame): they are neither unsent nor whole.
+  std::size_t pending_partial_ = 0;
+  std::vector<unsigned char> unsent_, uncertain_;  // at close: see take_leftovers
+  std::size_t in_flight_bytes_ = 0;                // bytes the write in flight covers
+  bool writing_ = false;                           // a write is in flight or posted
+  bool flush_then_close_ = false;  // close_after_flush(): close when the buffers drain
+  error close_reason_;             // the first reason given to close()
   // Writer: close() and close_after_flush(), under out_mutex_ (release). Readers: open() and
   // the read loop on the I/O thread (acquire), which stop delivering once it is set; send()
   // reads it under the mutex.

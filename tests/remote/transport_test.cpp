@@ -686,6 +686,61 @@ TEST(Transport_Close, CloseAfterFlushDeliversBufferedFramesThenCloses) {
   EXPECT_EQ(theirs->why, errc::connection_lost);
 }
 
+// Parses `bytes` as whole frames (fails the test on a cut or a bad body) and returns their
+// correlations in order.
+std::vector<std::uint64_t> whole_frames(const std::vector<unsigned char>& bytes) {
+  std::vector<std::uint64_t> out;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    frame_header h;
+    EXPECT_GE(bytes.size() - at, k_header_bytes) << "a header cut at " << at;
+    if (bytes.size() - at < k_header_bytes) break;
+    EXPECT_TRUE(akt::remote::detail::decode_header(&bytes[at], ~std::uint32_t{0}, h).empty());
+    EXPECT_LE(at + k_header_bytes + h.length, bytes.size()) << "a body cut at " << at;
+    if (at + k_header_bytes + h.length > bytes.size()) break;
+    EXPECT_TRUE(body_matches(h.correlation, {&bytes[at + k_header_bytes], h.length}));
+    out.push_back(h.correlation);
+    at += k_header_bytes + h.length;
+  }
+  return out;
+}
+
+TEST(Transport_Close, TheLeftoversOfAClosedConnectionAreWholeFramesInOrderEndingWithTheLast) {
+  // The peer never reads, so the kernel's buffers fill, then ours; frames of odd sizes so that
+  // the writes cut them anywhere. What the connection held at close comes back as two runs of
+  // whole frames: those of the write in flight (uncertain), then those never written (unsent).
+  io_pool io(1);
+  silent_peer peer;
+  io_limits limits;
+  limits.max_pending_bytes = 256u << 10;
+  auto c = connect_to(io, peer.port(), {}, limits);
+  ASSERT_TRUE(c);
+  auto mine = std::make_shared<recorder>();
+  (*c)->start(mine);
+  std::uint64_t accepted = 0;
+  ASSERT_TRUE(eventually([&] {
+    const error e = send_one(**c, accepted, 1 + (accepted * 977) % 5003);
+    if (!e) ++accepted;
+    return e == errc::window_full;
+  }));
+  (*c)->close(error(errc::connection_lost, "peer too slow"));
+  ASSERT_TRUE(mine->wait_closed());
+  std::vector<unsigned char> unsent, uncertain;
+  (*c)->take_leftovers(unsent, uncertain);
+  const std::vector<std::uint64_t> u = whole_frames(uncertain);
+  const std::vector<std::uint64_t> n = whole_frames(unsent);
+  ASSERT_FALSE(u.empty() && n.empty()) << "a full window leaves frames behind";
+  std::vector<std::uint64_t> all = u;
+  all.insert(all.end(), n.begin(), n.end());
+  for (std::size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i], all[i - 1] + 1) << i;
+  EXPECT_EQ(all.back(), accepted - 1);
+  // Taken once: a second call finds nothing.
+  (*c)->take_leftovers(unsent, uncertain);
+  EXPECT_TRUE(unsent.empty());
+  EXPECT_TRUE(uncertain.empty());
+  io.stop();
+}
+
 TEST(Transport_Close, AThrowingHandlerClosesOnlyItsConnection) {
   io_pool io(1);
   server srv;
