@@ -272,11 +272,12 @@ void association::on_lane_closed(lane l, connection* c, const error& why) {
   std::vector<unsigned char> unsent, uncertain;
   if (c != nullptr) c->take_leftovers(unsent, uncertain);
   if (!uncertain.empty()) {
-    dead_letter_backlog(uncertain,
-                        error(errc::connection_lost, key_ +
-                                                         ": the connection closed while these were "
-                                                         "being written (" +
-                                                         why.message() + ")"));
+    const error lost(errc::connection_lost, key_ +
+                                                ": the connection closed while this was being "
+                                                "written (" +
+                                                why.message() + ")");
+    dead_letter_backlog(uncertain, lost);
+    fail_calls_in(uncertain, lost);
   }
   bool closing = false;
   bool stale = false;
@@ -426,6 +427,21 @@ void association::lose_peer(const error& why) {
   const error reason = why == errc::dead ? error(errc::node_lost, why.message()) : why;
   for (watch& w : watches) {
     akt::detail::cell_of(w.watcher)->post_system(akt::detail::terminated_notice{w.target, reason});
+  }
+}
+
+void association::fail_calls_in(const std::vector<unsigned char>& bytes, const error& why) {
+  std::size_t at = 0;
+  while (bytes.size() - at >= k_header_bytes) {
+    frame_header h;
+    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) break;
+    if (bytes.size() - at - k_header_bytes < h.length) break;
+    at += k_header_bytes + h.length;
+    // Our own requests only: their correlation is a call of this association. (A reply or a
+    // control_reply carries the peer's correlation; the peer's call times out over there.)
+    if (h.type == frame_type::ask || h.type == frame_type::control) {
+      complete_call(h.correlation, result<message>(why));
+    }
   }
 }
 

@@ -173,6 +173,9 @@ class association : public std::enable_shared_from_this<association> {
   // The frames of `bytes` worth sending again on a new connection (messages, answers, control,
   // terminations; not a connection's own handshake, credits and pings).
   static std::vector<unsigned char> resendable(const std::vector<unsigned char>& bytes);
+  // Fails the calls whose ask or control frames are in `bytes` (a write that may or may not have
+  // arrived) with `why`, so their callers hear of it now rather than at their deadline.
+  void fail_calls_in(const std::vector<unsigned char>& bytes, const error& why);
   // Dead letters for the tells in a backlog that will never be sent.
   void dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why);
 

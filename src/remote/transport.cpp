@@ -260,7 +260,16 @@ bool stream_connection::write_now_locked() {
     if (end > written) break;
     at = end;
   }
-  pending_partial_ = at < written ? at + k_header_bytes + load_u32(&pending_[at]) - written : 0;
+  if (at < written) {
+    const std::size_t end = at + k_header_bytes + load_u32(&pending_[at]);
+    pending_partial_ = end - written;
+    // Kept whole until its tail is written: if the connection closes first, the frame is one
+    // the peer may or may not have (uncertain), like those of a write in flight.
+    cut_frame_.assign(pending_.begin() + static_cast<std::ptrdiff_t>(at),
+                      pending_.begin() + static_cast<std::ptrdiff_t>(end));
+  } else {
+    pending_partial_ = 0;
+  }
   pending_.erase(pending_.begin(), pending_.begin() + n);
   return false;
 }
@@ -284,8 +293,12 @@ void stream_connection::do_close() {
     // have arrived; what waited behind it never left.
     // Copied, not moved: an aborted write may still refer to in_flight_'s bytes until it
     // completes, and in_flight_ lives as long as this connection.
-    uncertain_.assign(in_flight_.begin() + std::min(in_flight_partial_, in_flight_.size()),
+    // A frame that a direct write cut, and whose tail has not been written, comes first.
+    if (pending_partial_ != 0 || in_flight_partial_ != 0) uncertain_ = std::move(cut_frame_);
+    uncertain_.insert(uncertain_.end(),
+                      in_flight_.begin() + std::min(in_flight_partial_, in_flight_.size()),
                       in_flight_.end());
+    cut_frame_ = {};
     unsent_ = std::move(pending_);
     unsent_.erase(unsent_.begin(), unsent_.begin() + std::min(pending_partial_, unsent_.size()));
     pending_ = {};
@@ -357,6 +370,10 @@ void stream_connection::on_written(const std::error_code& ec, std::size_t n) {
   bytes_out_.fetch_add(n, r);
   frames_out_.fetch_add(in_flight_frames_, r);
   in_flight_frames_ = 0;
+  if (in_flight_partial_ != 0) {  // the tail of a cut frame is out: the frame is whole there
+    std::lock_guard lock(out_mutex_);
+    cut_frame_ = {};
+  }
   in_flight_partial_ = 0;
   in_flight_.clear();
   if (in_flight_.capacity() > std::max(k_keep_capacity, limits_.read_chunk)) {

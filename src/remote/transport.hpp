@@ -177,8 +177,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t pending_bytes() const;
   // After on_closed: the frames the connection held when it closed, moved out (once).
   // `unsent`: whole frames never written (safe to send again on another connection);
-  // `uncertain`: whole frames of a write that was in flight (they may have arrived). Bytes of a
-  // frame cut by a partial write are in neither.
+  // `uncertain`: whole frames of a write that was in flight or cut by a partial write (they may
+  // have arrived).
   void take_leftovers(std::vector<unsigned char>& unsent, std::vector<unsigned char>& uncertain);
   // "host:port" of the peer (IPv6 as "[addr]:port"), read when the connection was made.
   virtual std::string remote_endpoint() const = 0;
@@ -220,6 +220,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Bytes at the start of pending_ that end a frame a direct write sent in part (so pending_
   // starts mid-frame): they are neither unsent nor whole.
   std::size_t pending_partial_ = 0;
+  // The whole frame of which pending_partial_ (or the stream's in-flight write) holds the tail,
+  // until that tail is written; empty otherwise. For take_leftovers.
+  std::vector<unsigned char> cut_frame_;
   std::vector<unsigned char> unsent_, uncertain_;  // at close: see take_leftovers
   std::size_t in_flight_bytes_ = 0;                // bytes the write in flight covers
   bool writing_ = false;                           // a write is in flight or posted
