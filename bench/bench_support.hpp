@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <akt/actor/actor_system.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -34,6 +35,16 @@
 #endif
 
 namespace akt_bench {
+
+// AKT_BENCH_SPIN_ROUNDS=<n> (environment, n > 0) sets system_config::spin_rounds, to measure
+// what the dispatcher's idle spinning gains or costs a shape on this machine.
+inline akt::system_config with_spin_override(akt::system_config cfg) {
+  if (const char* e = std::getenv("AKT_BENCH_SPIN_ROUNDS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0) cfg.spin_rounds = static_cast<unsigned>(v);
+  }
+  return cfg;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Allocation counter

@@ -23,18 +23,14 @@ namespace {
 
 using akt::errc;
 
-// Both nodes: the default configuration with remoting on. AKT_BENCH_SPIN_ROUNDS=<n> (environment)
-// sets system_config::spin_rounds on both, to see what the dispatcher's idle spinning costs the
-// round trips on a machine with few cores.
+// Both nodes: the default configuration with remoting on (and AKT_BENCH_SPIN_ROUNDS, see
+// with_spin_override: what the dispatcher's idle spinning costs the round trips on a machine
+// with few cores).
 akt::system_config remote_node_config() {
   register_remote_messages();
   akt::system_config cfg;
   cfg.remote = akt::remote_config{};  // 127.0.0.1, a free port
-  if (const char* e = std::getenv("AKT_BENCH_SPIN_ROUNDS")) {
-    const long v = std::strtol(e, nullptr, 10);
-    if (v > 0) cfg.spin_rounds = static_cast<unsigned>(v);
-  }
-  return cfg;
+  return with_spin_override(std::move(cfg));
 }
 
 // =============================================================================================
