@@ -232,6 +232,22 @@ struct silent_peer {
   std::uint16_t port() { return acceptor.local_endpoint().port(); }
 };
 
+// Sends frames of size_of(i) bytes (i = 0, 1, ...) on c, whose peer never reads, until send()
+// refuses one with window_full: the kernel's buffers fill first, then the connection's
+// max_pending_bytes. `accepted`: how many it took. False if no refusal came within the bound.
+bool fill_until_window_full(connection& c, std::size_t (*size_of)(std::uint64_t),
+                            std::uint64_t& accepted) {
+  accepted = 0;
+  error e;
+  const bool refused = eventually([&] {
+    e = send_one(c, accepted, size_of(accepted));
+    if (!e) ++accepted;
+    return e == errc::window_full;
+  });
+  EXPECT_TRUE(refused) << e.message();
+  return refused;
+}
+
 // A raw client socket for writing malformed bytes.
 struct raw_client {
   asio::io_context ctx;
@@ -718,11 +734,8 @@ TEST(Transport_Close, TheLeftoversOfAClosedConnectionAreWholeFramesInOrderEnding
   auto mine = std::make_shared<recorder>();
   (*c)->start(mine);
   std::uint64_t accepted = 0;
-  ASSERT_TRUE(eventually([&] {
-    const error e = send_one(**c, accepted, 1 + (accepted * 977) % 5003);
-    if (!e) ++accepted;
-    return e == errc::window_full;
-  }));
+  ASSERT_TRUE(fill_until_window_full(
+      **c, [](std::uint64_t i) -> std::size_t { return 1 + (i * 977) % 5003; }, accepted));
   (*c)->close(error(errc::connection_lost, "peer too slow"));
   ASSERT_TRUE(mine->wait_closed());
   std::vector<unsigned char> unsent, uncertain;
@@ -864,12 +877,8 @@ TEST(Transport_Window, SendAboveMaxPendingBytesReturnsWindowFullWithoutAppending
   (*c)->start(std::make_shared<recorder>());
   // Fill the kernel's buffers (the peer never reads), then ours.
   std::uint64_t accepted = 0;
-  error e;
-  ASSERT_TRUE(eventually([&] {
-    e = send_one(**c, accepted, 4096);
-    if (!e) ++accepted;
-    return e == errc::window_full;
-  })) << e.message();
+  ASSERT_TRUE(fill_until_window_full(
+      **c, [](std::uint64_t) -> std::size_t { return 4096; }, accepted));
   const std::size_t held = (*c)->pending_bytes();
   EXPECT_GE(held, limits.max_pending_bytes);
   EXPECT_LT(held, limits.max_pending_bytes + 4096 + k_header_bytes);  // the bound plus one send
