@@ -64,6 +64,10 @@ class grain_directory {
   // Withdraws cell's entry, if it is still the entry of its key. With require_empty only while
   // cell's mailbox is empty (the caller owns cell's turn), returning false when it is not.
   virtual bool release(actor_cell* cell, bool require_empty) = 0;
+  // Whether cell's entry has left its gate, i.e. its activating sender has visited it (put its
+  // message in). The caller owns cell's turn. An idle check asks before it deactivates: an
+  // activation that went idle before its first message arrived is not idle.
+  virtual bool opened(actor_cell* cell) = 0;
   // Removes the entry of a failing activation (see activator::start); the directory's
   // reference is dropped by the with_activation that ran it.
   virtual void withdraw(actor_cell* cell) = 0;

@@ -191,7 +191,12 @@ void grain_host_base::receive(receive_context& ctx) {
     }
     const cell_extras* x = cell->extras_if_any();
     const bool requests_in_flight = x != nullptr && !x->requests.empty();
-    if (handled_ != handled_at_arm_ || !cell->user_backlog_empty() || requests_in_flight) {
+    // Not yet opened: the sender whose message activated this grain has not put it in yet (it
+    // does so right after the activation, and a short idle period under load can end first);
+    // deactivating now would only cost that message a second activation. Asked first: once
+    // opened, that message is in the mailbox (the same hold of the directory's lock).
+    if (!layer.opened(cell) || handled_ != handled_at_arm_ || !cell->user_backlog_empty() ||
+        requests_in_flight) {
       // Busy since the timer was armed, or waiting for a reply: wait a full period again.
       handled_at_arm_ = handled_;
       arm_idle_timer(cell, settings_->deactivate_after);

@@ -263,6 +263,8 @@ class grain_layer final : public system_extension {
   bool leave(actor_cell* cell, bool require_empty) {
     return directory_->release(cell, require_empty);
   }
+  // See grain_directory::opened.
+  bool opened(actor_cell* cell) { return directory_->opened(cell); }
 
   void before_actors_stop(std::chrono::steady_clock::time_point deadline,
                           std::vector<std::string>& problems, bool& timed_out) override {

@@ -84,6 +84,13 @@ class local_grain_directory final : public grain_directory {
     return true;
   }
 
+  bool opened(actor_cell* cell) override {
+    directory_link& mine = link_of_(cell);
+    shard& s = shards_[mine.hash & (k_shards - 1)];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return !s.contains(&mine) || !mine.gate;
+  }
+
   void withdraw(actor_cell* cell) override {
     directory_link& mine = link_of_(cell);
     shard& s = shards_[mine.hash & (k_shards - 1)];
