@@ -58,7 +58,7 @@ struct bench_system {
   bool ok = true;
   explicit bench_system(benchmark::State& state, std::string name = "bench",
                         akt::system_config config = {})
-      : sys(std::move(name), with_spin_override(std::move(config))) {
+      : sys(std::move(name), with_env_overrides(std::move(config))) {
     if (auto r = sys.start(); !r) {
       state.SkipWithError(("start failed: " + r.error().message()).c_str());
       ok = false;

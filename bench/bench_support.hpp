@@ -21,6 +21,7 @@
 #include <akt/actor/actor_system.hpp>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -36,12 +37,17 @@
 
 namespace akt_bench {
 
-// AKT_BENCH_SPIN_ROUNDS=<n> (environment, n > 0) sets system_config::spin_rounds, to measure
-// what the dispatcher's idle spinning gains or costs a shape on this machine.
-inline akt::system_config with_spin_override(akt::system_config cfg) {
+// Settings from the environment, to measure what they gain or cost a shape on this machine with
+// one binary: AKT_BENCH_SPIN_ROUNDS=<n> (n > 0) sets system_config::spin_rounds (the
+// dispatcher's idle spin); AKT_BENCH_IO_POLL_US=<us> sets remote_config::io_poll of a node.
+inline akt::system_config with_env_overrides(akt::system_config cfg) {
   if (const char* e = std::getenv("AKT_BENCH_SPIN_ROUNDS")) {
     const long v = std::strtol(e, nullptr, 10);
     if (v > 0) cfg.spin_rounds = static_cast<unsigned>(v);
+  }
+  if (const char* e = std::getenv("AKT_BENCH_IO_POLL_US"); e != nullptr && cfg.remote) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0) cfg.remote->io_poll = std::chrono::microseconds(v);
   }
   return cfg;
 }

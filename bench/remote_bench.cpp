@@ -23,14 +23,13 @@ namespace {
 
 using akt::errc;
 
-// Both nodes: the default configuration with remoting on (and AKT_BENCH_SPIN_ROUNDS, see
-// with_spin_override: what the dispatcher's idle spinning costs the round trips on a machine
-// with few cores).
+// Both nodes: the default configuration with remoting on (and the settings of
+// with_env_overrides: the dispatcher's idle spin, the I/O threads' polling).
 akt::system_config remote_node_config() {
   register_remote_messages();
   akt::system_config cfg;
   cfg.remote = akt::remote_config{};  // 127.0.0.1, a free port
-  return with_spin_override(std::move(cfg));
+  return with_env_overrides(std::move(cfg));
 }
 
 // =============================================================================================

@@ -191,7 +191,7 @@ akt::system_config akt_node_config(unsigned workers) {
   akt::system_config cfg;
   cfg.workers = workers;
   cfg.remote = akt::remote_config{};  // 127.0.0.1, a free port
-  return akt_bench::with_spin_override(std::move(cfg));
+  return akt_bench::with_env_overrides(std::move(cfg));
 }
 
 [[noreturn]] void serve_akt(unsigned pairs, unsigned workers) {

@@ -126,6 +126,8 @@ result<std::unique_ptr<akt::detail::remote_extension>> remote_node::make(
 
 error remote_node::open() {
   if (cfg_.io_threads == 0) return error(errc::invalid_argument, "remote_config::io_threads is 0");
+  if (cfg_.io_poll.count() < 0)
+    return error(errc::invalid_argument, "remote_config::io_poll is negative");
   if (cfg_.tls.enabled && (cfg_.tls.certificate_file.empty() || cfg_.tls.private_key_file.empty() ||
                            cfg_.tls.ca_file.empty())) {
     return error(errc::invalid_argument, "TLS needs a certificate, a private key and a CA file");
@@ -134,7 +136,7 @@ error remote_node::open() {
   (void)register_message<pid>(
       [](const pid& p, byte_writer& w) { return akt::remote::encode_pid(w, p); },
       &akt::remote::decode_pid);
-  io_ = std::make_unique<io_pool>(cfg_.io_threads);
+  io_ = std::make_unique<io_pool>(cfg_.io_threads, cfg_.io_poll);
   io_->set_log([this](std::string_view text) { log(log_level::warning, text); });
   auto l = listener::open(*io_, cfg_.host, cfg_.port, tls_, limits_,
                           [this](std::shared_ptr<connection> c) {

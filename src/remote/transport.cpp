@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -26,19 +27,41 @@ struct io_pool::guard {
   asio::executor_work_guard<asio::io_context::executor_type> work;
 };
 
-io_pool::io_pool(unsigned threads)
+namespace {
+
+// run(), except that after each completion the thread polls (without blocking) for `poll`
+// before it blocks again, so that the next event usually finds it awake. Returns when the
+// context stops.
+void run_polling(asio::io_context& ctx, std::chrono::microseconds poll) {
+  while (!ctx.stopped()) {
+    if (ctx.poll() != 0) continue;
+    const auto until = std::chrono::steady_clock::now() + poll;
+    bool ran = false;
+    while (!ran && !ctx.stopped() && std::chrono::steady_clock::now() < until) {
+      ran = ctx.poll() != 0;
+    }
+    if (!ran) (void)ctx.run_one();  // nothing came: sleep until something does
+  }
+}
+
+}  // namespace
+
+io_pool::io_pool(unsigned threads, std::chrono::microseconds poll)
     : context_(std::make_unique<asio::io_context>(static_cast<int>(threads))),
       work_(std::make_unique<guard>(guard{asio::make_work_guard(*context_)})) {
   AKT_ASSERT(threads >= 1);
   threads_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, poll] {
       current_pool = this;
       // A callback that throws (the node's handlers are user-facing code) is logged and the
       // thread goes back to work: one bad callback must not take the transport down.
       for (;;) {
         try {
-          context_->run();
+          if (poll.count() > 0)
+            run_polling(*context_, poll);
+          else
+            context_->run();
           return;
         } catch (const std::exception& e) {
           log(std::string("an I/O callback threw: ") + e.what());

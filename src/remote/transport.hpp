@@ -68,8 +68,10 @@ struct io_limits {
 // waits instead of returning. Memory: one std::thread per requested thread.
 class io_pool {
  public:
-  explicit io_pool(unsigned threads);  // >= 1
-  ~io_pool();                          // stop() + join
+  // threads >= 1. poll > 0: after its last completion a thread polls for that long before it
+  // blocks in the kernel (remote_config::io_poll).
+  explicit io_pool(unsigned threads, std::chrono::microseconds poll = {});
+  ~io_pool();  // stop() + join
   io_pool(const io_pool&) = delete;
   io_pool& operator=(const io_pool&) = delete;
 

@@ -45,6 +45,34 @@ TEST(Remote_Node, PortZeroBindsAFreePortThatTheAddressReports) {
   EXPECT_NE(addr.substr(addr.rfind(':') + 1), "0");
 }
 
+TEST(Remote_Node, NodesWhoseIoThreadsPollExchangeAsksAndStop) {
+  akt::remote_config rc;
+  rc.io_poll = std::chrono::microseconds(200);
+  node a{"alpha", rc}, b{"beta", rc};
+  ASSERT_TRUE(a.started) << a.started.error().message();
+  ASSERT_TRUE(b.started) << b.started.error().message();
+  auto j = std::make_shared<journal>();
+  ASSERT_TRUE(b.sys.spawn<echo>("echo", j));
+  auto p = a.sys.lookup(b.where(), "echo");
+  ASSERT_TRUE(p) << p.error().message();
+  for (int i = 0; i < 200; ++i) {
+    auto r = p->ask<ping>(ping{i}, 10s);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->n, i + 1);
+  }
+  // Both stop (their polling I/O threads end) when the nodes go out of scope; the test's time
+  // bound catches a thread that keeps polling.
+}
+
+TEST(Remote_Node, ANegativeIoPollIsRefusedAtStart) {
+  akt::remote_config rc;
+  rc.io_poll = std::chrono::microseconds(-1);
+  akt::actor_system sys("bad", node_config(rc));
+  auto started = sys.start();
+  ASSERT_FALSE(started);
+  EXPECT_EQ(started.error().code(), errc::invalid_argument);
+}
+
 TEST(Remote_Lookup, AMalformedAddressIsRefusedWithInvalidAddress) {
   node a{"alpha"};
   ASSERT_TRUE(a.started);

@@ -349,6 +349,32 @@ TEST(Transport_Frames, OneFrameAtATimeOnAnIdleConnectionGoesOutAtOnce) {
             << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us\n";
 }
 
+TEST(Transport_Frames, AnIoPoolThatPollsDeliversInOrderAndStops) {
+  io_pool io(2, std::chrono::microseconds(200));
+  server srv;
+  ASSERT_TRUE(srv.open(io));
+  auto c = connect_to(io, srv.l->port());
+  ASSERT_TRUE(c) << c.error().message();
+  (*c)->start(std::make_shared<recorder>());
+  auto got = srv.nth(0);
+  ASSERT_NE(got, nullptr);
+  constexpr std::uint64_t n = 5000;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    error e;
+    while ((e = send_one(**c, i, 32)) == errc::window_full) std::this_thread::yield();
+    ASSERT_FALSE(e) << e.message();
+  }
+  ASSERT_TRUE(got->wait_frames(n)) << got->frame_count();
+  {
+    std::lock_guard lock(got->m);
+    EXPECT_TRUE(got->in_order);
+    EXPECT_TRUE(got->bodies_ok);
+  }
+  (*c)->close(error(errc::connection_lost, "done"));
+  io.stop();  // the polling threads see the stop and end (the test's time bound catches one that
+              // does not)
+}
+
 TEST(Transport_Frames, LargeAndMixedSizeFramesArriveWhole) {
   io_pool io(2);
   server srv;
