@@ -84,6 +84,19 @@ error send_one(connection& c, std::uint64_t correlation, std::size_t size = 8) {
   return c.send([&](std::vector<unsigned char>& out) { put_frame(out, correlation, size); });
 }
 
+// Sends frames 0 .. n-1 in order, frame i of size_of(i) bytes, waiting out window_full; the
+// first other refusal ends it and is returned.
+error send_all(connection& c, std::uint64_t n,
+               const std::function<std::size_t(std::uint64_t)>& size_of) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::size_t size = size_of(i);
+    error e;
+    while ((e = send_one(c, i, size)) == errc::window_full) std::this_thread::yield();
+    if (e) return e;
+  }
+  return {};
+}
+
 // Records what a connection's handler hears. Checks order (correlations 0, 1, 2, ...) and
 // body contents as frames arrive, so that 100k frames need no storage.
 struct recorder : connection::handler {
@@ -297,11 +310,7 @@ TEST(Transport_Frames, HundredThousandFramesArriveInOrderInFarFewerWrites) {
   ASSERT_NE(got, nullptr);
 
   constexpr std::uint64_t n = 100000;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    error e;
-    while ((e = send_one(**c, i, 16)) == errc::window_full) std::this_thread::yield();
-    ASSERT_FALSE(e) << e.message();
-  }
+  ASSERT_FALSE(send_all(**c, n, [](std::uint64_t) -> std::size_t { return 16; }));
   ASSERT_TRUE(got->wait_frames(n)) << got->frame_count();
   ASSERT_TRUE(eventually([&] { return (*c)->stats().frames_out == n; }));
   {
@@ -359,11 +368,7 @@ TEST(Transport_Frames, AnIoPoolThatPollsDeliversInOrderAndStops) {
   auto got = srv.nth(0);
   ASSERT_NE(got, nullptr);
   constexpr std::uint64_t n = 5000;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    error e;
-    while ((e = send_one(**c, i, 32)) == errc::window_full) std::this_thread::yield();
-    ASSERT_FALSE(e) << e.message();
-  }
+  ASSERT_FALSE(send_all(**c, n, [](std::uint64_t) -> std::size_t { return 32; }));
   ASSERT_TRUE(got->wait_frames(n)) << got->frame_count();
   {
     std::lock_guard lock(got->m);
@@ -388,14 +393,13 @@ TEST(Transport_Frames, LargeAndMixedSizeFramesArriveWhole) {
   std::mt19937 rng(7);
   std::uint64_t total = 0;
   constexpr std::uint64_t n = 200;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    // Mostly sizes around the read chunk; the last frame is the largest allowed.
+  // Mostly sizes around the read chunk; the last frame is the largest allowed.
+  const error e = send_all(**c, n, [&](std::uint64_t i) -> std::size_t {
     const std::size_t size = i + 1 == n ? io_limits{}.max_frame_bytes : rng() % (300u << 10);
     total += size;
-    error e;
-    while ((e = send_one(**c, i, size)) == errc::window_full) std::this_thread::yield();
-    ASSERT_FALSE(e) << e.message();
-  }
+    return size;
+  });
+  ASSERT_FALSE(e) << e.message();
   ASSERT_TRUE(got->wait_frames(n));
   std::lock_guard lock(got->m);
   EXPECT_TRUE(got->in_order);
@@ -945,11 +949,7 @@ TEST(Transport_Tls, FramesArriveOverTls) {
   auto theirs = srv.nth(0);
   ASSERT_NE(theirs, nullptr);
   constexpr std::uint64_t n = 20000;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    error e;
-    while ((e = send_one(**c, i, 100 + i % 3000)) == errc::window_full) std::this_thread::yield();
-    ASSERT_FALSE(e);
-  }
+  ASSERT_FALSE(send_all(**c, n, [](std::uint64_t i) -> std::size_t { return 100 + i % 3000; }));
   // And the other way.
   auto back = srv.nth_connection(0);
   for (std::uint64_t i = 0; i < 100; ++i) ASSERT_FALSE(send_one(*back, i, 10));
