@@ -240,12 +240,7 @@ void association::on_lane_refused(lane l, const error& why) {
 
 std::vector<unsigned char> association::resendable(const std::vector<unsigned char>& bytes) {
   std::vector<unsigned char> out;
-  std::size_t at = 0;
-  while (bytes.size() - at >= k_header_bytes) {
-    frame_header h;
-    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) break;
-    const std::size_t end = at + k_header_bytes + h.length;
-    if (end > bytes.size()) break;
+  for_each_frame(bytes, [&](const frame_header& h, byte_span frame) {
     switch (h.type) {
       case frame_type::hello:
       case frame_type::hello_ack:
@@ -253,13 +248,11 @@ std::vector<unsigned char> association::resendable(const std::vector<unsigned ch
       case frame_type::credit:
       case frame_type::ping:
       case frame_type::pong:
-        break;
+        return;  // the closed connection's own
       default:
-        out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at),
-                   bytes.begin() + static_cast<std::ptrdiff_t>(end));
+        out.insert(out.end(), frame.begin(), frame.end());
     }
-    at = end;
-  }
+  });
   return out;
 }
 
@@ -279,45 +272,42 @@ void association::on_lane_closed(lane l, connection* c, const error& why) {
     dead_letter_backlog(uncertain, lost);
     fail_calls_in(uncertain, lost);
   }
-  bool closing = false;
-  bool stale = false;
+  error dropped;  // set when nothing more goes out on this lane's behalf: why
   {
     std::lock_guard<std::mutex> lock(mutex_);
     lane_slot& s = lanes_[static_cast<int>(l)];
-    stale = c != nullptr && s.conn.get() != c && s.state == lane_state::up;  // an old one
-    closing = closing_;
-    if (closing) {
+    const bool stale = c != nullptr && s.conn.get() != c && s.state == lane_state::up;
+    if (closing_) {
       s.state = lane_state::idle;
       s.conn.reset();
       unsent.insert(unsent.end(), s.backlog.begin(), s.backlog.end());
       s.backlog.clear();
-    } else if (!stale && !unsent.empty()) {
-      std::vector<unsigned char> again = resendable(unsent);
+      dropped = error(errc::system_shutting_down, "the node stopped");
+    } else if (stale) {
+      // An old connection: the lane sends on a newer one already, and what this one held would
+      // arrive behind what was sent there since.
+      dropped = error(errc::unreachable, key_ + ": " + why.message());
+    } else {
+      const std::vector<unsigned char> again = resendable(unsent);
       s.backlog.insert(s.backlog.begin(), again.begin(), again.end());
-      unsent.clear();
+      if (s.conn) {
+        const connection::figures f = s.conn->stats();
+        frames_out_closed_.fetch_add(f.frames_out, std::memory_order_relaxed);
+        bytes_out_closed_.fetch_add(f.bytes_out, std::memory_order_relaxed);
+        writes_closed_.fetch_add(f.writes, std::memory_order_relaxed);
+      }
+      const bool was_up = s.state == lane_state::up;
+      s.conn.reset();
+      s.state = lane_state::backoff;
+      if (was_up) reconnects_.fetch_add(1, std::memory_order_relaxed);
+      if (down_since_ == std::chrono::steady_clock::time_point{})
+        down_since_ = std::chrono::steady_clock::now();
+      heartbeat_lost = why == errc::node_lost;
     }
   }
-  if (closing || stale) {  // nothing more will go out on this lane's behalf
-    dead_letter_backlog(unsent, closing ? error(errc::system_shutting_down, "the node stopped")
-                                        : error(errc::unreachable, key_ + ": " + why.message()));
+  if (dropped) {
+    dead_letter_backlog(unsent, dropped);
     return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    lane_slot& s = lanes_[static_cast<int>(l)];
-    if (s.conn) {
-      const connection::figures f = s.conn->stats();
-      frames_out_closed_.fetch_add(f.frames_out, std::memory_order_relaxed);
-      bytes_out_closed_.fetch_add(f.bytes_out, std::memory_order_relaxed);
-      writes_closed_.fetch_add(f.writes, std::memory_order_relaxed);
-    }
-    const bool was_up = s.state == lane_state::up;
-    s.conn.reset();
-    s.state = lane_state::backoff;
-    if (was_up) reconnects_.fetch_add(1, std::memory_order_relaxed);
-    if (down_since_ == std::chrono::steady_clock::time_point{})
-      down_since_ = std::chrono::steady_clock::now();
-    heartbeat_lost = why == errc::node_lost;
   }
   if (heartbeat_lost) {
     lose_peer(why);
@@ -431,39 +421,26 @@ void association::lose_peer(const error& why) {
 }
 
 void association::fail_calls_in(const std::vector<unsigned char>& bytes, const error& why) {
-  std::size_t at = 0;
-  while (bytes.size() - at >= k_header_bytes) {
-    frame_header h;
-    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) break;
-    if (bytes.size() - at - k_header_bytes < h.length) break;
-    at += k_header_bytes + h.length;
+  for_each_frame(bytes, [&](const frame_header& h, byte_span) {
     // Our own requests only: their correlation is a call of this association. (A reply or a
     // control_reply carries the peer's correlation; the peer's call times out over there.)
     if (h.type == frame_type::ask || h.type == frame_type::control) {
       complete_call(h.correlation, result<message>(why));
     }
-  }
+  });
 }
 
 void association::dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why) {
   akt::detail::system_core* core = node_.core();
   codec_scope scope(&node_);
-  std::size_t at = 0;
-  while (bytes.size() - at >= k_header_bytes) {
-    frame_header h;
-    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) break;
-    if (bytes.size() - at - k_header_bytes < h.length) break;
-    const byte_span body(bytes.data() + at + k_header_bytes, h.length);
-    at += k_header_bytes + h.length;
-    if (h.type != frame_type::tell && h.type != frame_type::ask) continue;  // asks fail as calls
+  for_each_frame(bytes, [&](const frame_header& h, byte_span frame) {
+    if (h.type != frame_type::tell) return;  // asks fail as calls; the rest is not a message
     envelope_fields f;
     byte_span payload;
-    if (!decode_envelope(body, f, payload).empty()) continue;
+    if (!decode_envelope(frame.subspan(k_header_bytes), f, payload).empty()) return;
     result<message> m = decode_message(f.type_id, payload);
-    if (h.type == frame_type::tell) {
-      core->dead_letter(m ? std::move(*m) : message(), pid(), proxy(f.target_uid, ""), why);
-    }
-  }
+    core->dead_letter(m ? std::move(*m) : message(), pid(), proxy(f.target_uid, ""), why);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string_view>
 
 namespace akt::remote::detail {
@@ -90,6 +91,22 @@ inline std::string_view decode_header(const unsigned char* in, std::uint32_t max
   h.on = static_cast<lane>(in[7]);
   if (h.length > max_body) return "frame above the size limit";
   return {};
+}
+
+// Calls f(header, frame) for each whole frame at the start of `bytes`, a buffer of frames this
+// node encoded itself (a closed connection's leftovers, a lane's backlog); `frame` spans the
+// header and the body. Stops at the first frame that is cut or does not decode.
+template <class F>
+void for_each_frame(std::span<const unsigned char> bytes, F&& f) {
+  std::size_t at = 0;
+  while (bytes.size() - at >= k_header_bytes) {
+    frame_header h;
+    if (!decode_header(bytes.data() + at, ~std::uint32_t{0}, h).empty()) return;
+    const std::size_t size = k_header_bytes + h.length;
+    if (bytes.size() - at < size) return;
+    f(h, bytes.subspan(at, size));
+    at += size;
+  }
 }
 
 }  // namespace akt::remote::detail

@@ -161,10 +161,8 @@ connection::figures connection::stats() const noexcept {
 void connection::take_leftovers(std::vector<unsigned char>& unsent,
                                 std::vector<unsigned char>& uncertain) {
   std::lock_guard lock(out_mutex_);
-  unsent = std::move(unsent_);
-  uncertain = std::move(uncertain_);
-  unsent_ = {};
-  uncertain_ = {};
+  unsent = std::exchange(unsent_, {});
+  uncertain = std::exchange(uncertain_, {});
 }
 
 std::size_t connection::pending_bytes() const {
@@ -275,16 +273,17 @@ bool stream_connection::write_now_locked() {
     return true;
   }
   // Partly written: the rest goes by the strand; its frames are counted when they complete.
-  // Note where the frame that was cut ends, for the leftovers of a close.
-  std::size_t at = 0;
+  // Note where the frame that was cut ends, for the leftovers of a close. pending_ holds whole
+  // frames and `written` is short of its end, so the walk stops inside it, at the frame
+  // [at, end) that holds byte `written`.
   const std::size_t written = static_cast<std::size_t>(n);
-  while (at + k_header_bytes <= pending_.size()) {
-    const std::size_t end = at + k_header_bytes + load_u32(&pending_[at]);
-    if (end > written) break;
+  std::size_t at = 0;
+  std::size_t end = k_header_bytes + load_u32(&pending_[0]);
+  while (end <= written) {
     at = end;
+    end = at + k_header_bytes + load_u32(&pending_[at]);
   }
   if (at < written) {
-    const std::size_t end = at + k_header_bytes + load_u32(&pending_[at]);
     pending_partial_ = end - written;
     // Kept whole until its tail is written: if the connection closes first, the frame is one
     // the peer may or may not have (uncertain), like those of a write in flight.
