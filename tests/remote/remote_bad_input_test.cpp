@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "remote/frame.hpp"
+#include "remote/raw_wire.hpp"
 #include "remote/remote_cell.hpp"
 #include "remote/remote_support.hpp"
 #include "remote/wire.hpp"
@@ -36,8 +36,9 @@ using namespace akt::remote_test;
 using akt::errc;
 using akt::test::eventually;
 namespace rd = akt::remote::detail;
-using bytes = std::vector<unsigned char>;
-using clock_type = std::chrono::steady_clock;
+namespace raw = akt::remote_test::raw;
+using raw::bytes;
+using raw::clock_type;
 
 // A blocking TCP socket on loopback whose reads are bounded by poll().
 class raw_socket {
@@ -61,40 +62,13 @@ class raw_socket {
   bool connected() const noexcept { return connected_; }
 
   // Writes every byte; false when the node closed the connection first.
-  bool write(const bytes& b) {
-    std::size_t at = 0;
-    while (at < b.size()) {
-      const ssize_t n = ::send(fd_, b.data() + at, b.size() - at, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      at += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
+  bool write(const bytes& b) { return raw::write_all(fd_, b); }
   // No more bytes from this side (the node reads end of stream).
   void shutdown_write() { (void)::shutdown(fd_, SHUT_WR); }
 
-  // Reads exactly n bytes within the bound; false on a close, an error or the bound.
-  bool read_exactly(std::size_t n, bytes& out, std::chrono::milliseconds bound) {
-    out.resize(n);
-    std::size_t at = 0;
-    const auto deadline = clock_type::now() + bound;
-    while (at < n) {
-      if (!wait_readable(deadline)) return false;
-      const ssize_t got = ::recv(fd_, out.data() + at, n - at, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return false;
-      at += static_cast<std::size_t>(got);
-    }
-    return true;
-  }
-
   // Reads one whole frame (the header's limit: 16 MiB) within the bound.
   bool read_frame(rd::frame_header& h, bytes& body, std::chrono::milliseconds bound) {
-    bytes head;
-    if (!read_exactly(rd::k_header_bytes, head, bound)) return false;
-    if (!rd::decode_header(head.data(), 16u << 20, h).empty()) return false;
-    return read_exactly(h.length, body, bound);
+    return raw::read_frame(fd_, h, body, clock_type::now() + bound, nullptr, 16u << 20);
   }
 
   // Waits until the node closed the connection (end of stream or a reset), discarding what it
@@ -103,7 +77,7 @@ class raw_socket {
     const auto deadline = clock_type::now() + bound;
     unsigned char sink[4096];
     for (;;) {
-      if (!wait_readable(deadline)) return false;
+      if (!raw::wait_readable(fd_, deadline)) return false;
       const ssize_t got = ::recv(fd_, sink, sizeof sink, 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) return true;
@@ -111,18 +85,6 @@ class raw_socket {
   }
 
  private:
-  bool wait_readable(clock_type::time_point deadline) {
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      return r > 0;
-    }
-  }
-
   int fd_ = -1;
   bool connected_ = false;
 };

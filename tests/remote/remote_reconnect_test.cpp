@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "remote/frame.hpp"
+#include "remote/raw_wire.hpp"
 #include "remote/remote_support.hpp"
 #include "remote/wire.hpp"
 #include "remote/wire.pb.h"
@@ -40,49 +40,17 @@ using namespace akt::remote_test;
 using akt::errc;
 using akt::test::eventually;
 namespace rd = akt::remote::detail;
-using bytes = std::vector<unsigned char>;
-using clock_type = std::chrono::steady_clock;
+namespace raw = akt::remote_test::raw;
+using raw::bytes;
 
 constexpr auto k_bound = std::chrono::milliseconds(60000);  // sanitizers, 2 shared cores
 constexpr std::uint64_t k_incarnation = 0xfeedfacecafeull;
 
-// Reads exactly n bytes from fd, polling with a bound; false on a close, an error, the bound
-// or when `stop` is set.
-bool read_exactly(int fd, unsigned char* out, std::size_t n, const std::atomic<bool>& stop) {
-  std::size_t at = 0;
-  const auto deadline = clock_type::now() + k_bound;
-  while (at < n) {
-    if (stop.load() || clock_type::now() > deadline) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, 20);
-    if (r < 0 && errno != EINTR) return false;
-    if (r <= 0) continue;
-    const ssize_t got = ::recv(fd, out + at, n - at, 0);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) return false;
-    at += static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
+// The peer's serving threads read with the test's bound, and end when the peer is destroyed.
 bool read_frame(int fd, rd::frame_header& h, bytes& body, const std::atomic<bool>& stop) {
-  unsigned char head[rd::k_header_bytes];
-  if (!read_exactly(fd, head, sizeof head, stop)) return false;
-  if (!rd::decode_header(head, 64u << 20, h).empty()) return false;
-  body.resize(h.length);
-  return h.length == 0 || read_exactly(fd, body.data(), h.length, stop);
+  return raw::read_frame(fd, h, body, raw::clock_type::now() + k_bound, &stop);
 }
-
-bool write_all(int fd, const bytes& b) {
-  std::size_t at = 0;
-  while (at < b.size()) {
-    const ssize_t n = ::send(fd, b.data() + at, b.size() - at, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    at += static_cast<std::size_t>(n);
-  }
-  return true;
-}
+using raw::write_all;
 
 // The index a message of this test carries ("t<index>|..." for a tell, "a<index>|..." for an
 // ask), or -1.
@@ -113,7 +81,11 @@ class raw_peer {
     acceptor_ = std::thread([this] { accept_loop(); });
   }
   ~raw_peer() {
-    stop_ = true;
+    {
+      std::lock_guard lock(m_);  // a waiter between its check and its sleep sees it
+      stop_ = true;
+    }
+    reset_cv_.notify_all();
     acceptor_.join();
     for (auto& t : serving_) t.join();
     for (int fd : fds_) ::close(fd);
@@ -125,11 +97,13 @@ class raw_peer {
 
   // Resets the first ordinary connection (RST: its unread bytes are discarded on both sides).
   void reset() {
-    std::lock_guard lock(m_);
-    reset_ = true;
+    {
+      std::lock_guard lock(m_);
+      reset_ = true;
+    }
+    reset_cv_.notify_all();
   }
-  // Message indices read on ordinary connections after the reset, in arrival order, and how
-  // many of them were asks.
+  // Message indices read on ordinary connections after the reset, in arrival order.
   std::vector<std::int64_t> received() {
     std::lock_guard lock(m_);
     return received_;
@@ -179,13 +153,11 @@ class raw_peer {
       first = ordinary_++ == 0;
     }
     if (first) {
-      // Read nothing until reset, then reset: the node's writes fail with its buffers full.
-      while (!stop_) {
-        {
-          std::lock_guard lock(m_);
-          if (reset_) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      // Read nothing until reset (or the peer's end), then reset: the node's writes fail with
+      // its buffers full.
+      {
+        std::unique_lock lock(m_);
+        (void)reset_cv_.wait_for(lock, k_bound, [&] { return reset_ || stop_.load(); });
       }
       linger l{1, 0};
       (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
@@ -264,6 +236,7 @@ class raw_peer {
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex m_;
+  std::condition_variable reset_cv_;    // reset_ or stop_ changed
   bool reset_ = false;                  // guarded by m_
   std::size_t ordinary_ = 0;            // guarded by m_
   std::vector<std::int64_t> received_;  // guarded by m_
