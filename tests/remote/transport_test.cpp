@@ -215,6 +215,31 @@ result<conn_ptr> connect_to(io_pool& io, std::uint16_t port, const tls_settings&
   return f.get();
 }
 
+// A plain connection from this side to a server of its own, both ends started: `c` sends,
+// `got` records what the server's end receives.
+struct wired {
+  server srv;
+  conn_ptr c;
+  std::shared_ptr<recorder> got;
+  // False (with the reason as a test failure) when a step fails.
+  bool open(io_pool& io) {
+    if (auto r = srv.open(io); !r) {
+      ADD_FAILURE() << r.error().message();
+      return false;
+    }
+    auto made = connect_to(io, srv.l->port());
+    if (!made) {
+      ADD_FAILURE() << made.error().message();
+      return false;
+    }
+    c = *made;
+    c->start(std::make_shared<recorder>());
+    got = srv.nth(0);
+    EXPECT_NE(got, nullptr) << "the server never accepted";
+    return got != nullptr;
+  }
+};
+
 // Collects what the pool logs.
 struct log_capture {
   std::mutex m;
@@ -245,20 +270,32 @@ struct silent_peer {
   std::uint16_t port() { return acceptor.local_endpoint().port(); }
 };
 
-// Sends frames of size_of(i) bytes (i = 0, 1, ...) on c, whose peer never reads, until send()
-// refuses one with window_full: the kernel's buffers fill first, then the connection's
-// max_pending_bytes. `accepted`: how many it took. False if no refusal came within the bound.
-bool fill_until_window_full(connection& c, std::size_t (*size_of)(std::uint64_t),
-                            std::uint64_t& accepted) {
+// The bound on a connection's own buffer in the tests that fill it (io_limits::max_pending_bytes).
+constexpr std::size_t k_small_pending = 256u << 10;
+
+// A started connection to `peer`, which never reads, filled until send() refuses a frame with
+// window_full: the kernel's buffers fill first, then k_small_pending of the connection's own.
+// Frame i (i = 0, 1, ...) has size_of(i) bytes; `accepted`: how many it took. Null (with a test
+// failure) when it could not connect or no refusal came within the bound.
+conn_ptr filled_connection(io_pool& io, silent_peer& peer, const std::shared_ptr<recorder>& r,
+                           std::size_t (*size_of)(std::uint64_t), std::uint64_t& accepted) {
+  io_limits limits;
+  limits.max_pending_bytes = k_small_pending;
+  auto c = connect_to(io, peer.port(), {}, limits);
+  if (!c) {
+    ADD_FAILURE() << c.error().message();
+    return nullptr;
+  }
+  (*c)->start(r);
   accepted = 0;
   error e;
   const bool refused = eventually([&] {
-    e = send_one(c, accepted, size_of(accepted));
+    e = send_one(**c, accepted, size_of(accepted));
     if (!e) ++accepted;
     return e == errc::window_full;
   });
   EXPECT_TRUE(refused) << e.message();
-  return refused;
+  return refused ? *c : nullptr;
 }
 
 // A raw client socket for writing malformed bytes.
@@ -301,26 +338,21 @@ tls_settings client_tls(const char* cert_name = nullptr) {
 
 TEST(Transport_Frames, HundredThousandFramesArriveInOrderInFarFewerWrites) {
   io_pool io(2);
-  server srv;
-  ASSERT_TRUE(srv.open(io));
-  auto c = connect_to(io, srv.l->port());
-  ASSERT_TRUE(c) << c.error().message();
-  (*c)->start(std::make_shared<recorder>());
-  auto got = srv.nth(0);
-  ASSERT_NE(got, nullptr);
+  wired w;
+  ASSERT_TRUE(w.open(io));
 
   constexpr std::uint64_t n = 100000;
-  ASSERT_FALSE(send_all(**c, n, [](std::uint64_t) -> std::size_t { return 16; }));
-  ASSERT_TRUE(got->wait_frames(n)) << got->frame_count();
-  ASSERT_TRUE(eventually([&] { return (*c)->stats().frames_out == n; }));
+  ASSERT_FALSE(send_all(*w.c, n, [](std::uint64_t) -> std::size_t { return 16; }));
+  ASSERT_TRUE(w.got->wait_frames(n)) << w.got->frame_count();
+  ASSERT_TRUE(eventually([&] { return w.c->stats().frames_out == n; }));
   {
-    std::lock_guard lock(got->m);
-    EXPECT_EQ(got->frames, n);
-    EXPECT_TRUE(got->in_order);
-    EXPECT_TRUE(got->bodies_ok);
+    std::lock_guard lock(w.got->m);
+    EXPECT_EQ(w.got->frames, n);
+    EXPECT_TRUE(w.got->in_order);
+    EXPECT_TRUE(w.got->bodies_ok);
   }
-  const auto out = (*c)->stats();
-  const auto in = srv.nth_connection(0)->stats();
+  const auto out = w.c->stats();
+  const auto in = w.srv.nth_connection(0)->stats();
   EXPECT_EQ(out.bytes_out, n * (k_header_bytes + 16));
   EXPECT_EQ(in.frames_in, n);
   EXPECT_EQ(in.bytes_in, out.bytes_out);
@@ -334,77 +366,62 @@ TEST(Transport_Frames, HundredThousandFramesArriveInOrderInFarFewerWrites) {
 
 TEST(Transport_Frames, OneFrameAtATimeOnAnIdleConnectionGoesOutAtOnce) {
   io_pool io(1);
-  server srv;
-  ASSERT_TRUE(srv.open(io));
-  auto c = connect_to(io, srv.l->port());
-  ASSERT_TRUE(c) << c.error().message();
-  (*c)->start(std::make_shared<recorder>());
-  auto got = srv.nth(0);
-  ASSERT_NE(got, nullptr);
+  wired w;
+  ASSERT_TRUE(w.open(io));
 
   std::chrono::nanoseconds slowest{0};
   for (std::uint64_t i = 0; i < 50; ++i) {
-    const auto before = (*c)->stats().writes;
+    const auto before = w.c->stats().writes;
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_FALSE(send_one(**c, i));
-    ASSERT_TRUE(got->wait_frames(i + 1));
+    ASSERT_FALSE(send_one(*w.c, i));
+    ASSERT_TRUE(w.got->wait_frames(i + 1));
     slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
     // Each frame went out in a write of its own, started by send() itself (no timer).
-    ASSERT_TRUE(eventually([&] { return (*c)->stats().writes == before + 1; }));
+    ASSERT_TRUE(eventually([&] { return w.c->stats().writes == before + 1; }));
   }
-  EXPECT_EQ((*c)->stats().frames_out, 50u);
-  EXPECT_EQ((*c)->stats().writes, 50u);
+  EXPECT_EQ(w.c->stats().frames_out, 50u);
+  EXPECT_EQ(w.c->stats().writes, 50u);
   std::cout << "[ figures  ] slowest idle round (send to delivery): "
             << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us\n";
 }
 
 TEST(Transport_Frames, AnIoPoolThatPollsDeliversInOrderAndStops) {
   io_pool io(2, std::chrono::microseconds(200));
-  server srv;
-  ASSERT_TRUE(srv.open(io));
-  auto c = connect_to(io, srv.l->port());
-  ASSERT_TRUE(c) << c.error().message();
-  (*c)->start(std::make_shared<recorder>());
-  auto got = srv.nth(0);
-  ASSERT_NE(got, nullptr);
+  wired w;
+  ASSERT_TRUE(w.open(io));
   constexpr std::uint64_t n = 5000;
-  ASSERT_FALSE(send_all(**c, n, [](std::uint64_t) -> std::size_t { return 32; }));
-  ASSERT_TRUE(got->wait_frames(n)) << got->frame_count();
+  ASSERT_FALSE(send_all(*w.c, n, [](std::uint64_t) -> std::size_t { return 32; }));
+  ASSERT_TRUE(w.got->wait_frames(n)) << w.got->frame_count();
   {
-    std::lock_guard lock(got->m);
-    EXPECT_TRUE(got->in_order);
-    EXPECT_TRUE(got->bodies_ok);
+    std::lock_guard lock(w.got->m);
+    EXPECT_TRUE(w.got->in_order);
+    EXPECT_TRUE(w.got->bodies_ok);
   }
-  (*c)->close(error(errc::connection_lost, "done"));
+  w.c->close(error(errc::connection_lost, "done"));
   io.stop();  // the polling threads see the stop and end (the test's time bound catches one that
               // does not)
 }
 
 TEST(Transport_Frames, LargeAndMixedSizeFramesArriveWhole) {
   io_pool io(2);
-  server srv;
-  ASSERT_TRUE(srv.open(io));
-  auto c = connect_to(io, srv.l->port());
-  ASSERT_TRUE(c);
-  (*c)->start(std::make_shared<recorder>());
-  auto got = srv.nth(0);
-  ASSERT_NE(got, nullptr);
+  wired w;
+  ASSERT_TRUE(w.open(io));
 
   std::mt19937 rng(7);
   std::uint64_t total = 0;
   constexpr std::uint64_t n = 200;
   // Mostly sizes around the read chunk; the last frame is the largest allowed.
-  const error e = send_all(**c, n, [&](std::uint64_t i) -> std::size_t {
+  const error e = send_all(*w.c, n, [&](std::uint64_t i) -> std::size_t {
     const std::size_t size = i + 1 == n ? io_limits{}.max_frame_bytes : rng() % (300u << 10);
     total += size;
     return size;
   });
   ASSERT_FALSE(e) << e.message();
-  ASSERT_TRUE(got->wait_frames(n));
-  std::lock_guard lock(got->m);
-  EXPECT_TRUE(got->in_order);
-  EXPECT_TRUE(got->bodies_ok);
-  EXPECT_EQ(got->bytes, total);
+  ASSERT_TRUE(w.got->wait_frames(n));
+  std::lock_guard lock(w.got->m);
+  EXPECT_TRUE(w.got->in_order);
+  EXPECT_TRUE(w.got->bodies_ok);
+  EXPECT_EQ(w.got->bytes, total);
 }
 
 // ---- connecting and listening ----
@@ -757,19 +774,16 @@ TEST(Transport_Close, TheLeftoversOfAClosedConnectionAreWholeFramesInOrderEnding
   // whole frames: those of the write in flight (uncertain), then those never written (unsent).
   io_pool io(1);
   silent_peer peer;
-  io_limits limits;
-  limits.max_pending_bytes = 256u << 10;
-  auto c = connect_to(io, peer.port(), {}, limits);
-  ASSERT_TRUE(c);
   auto mine = std::make_shared<recorder>();
-  (*c)->start(mine);
   std::uint64_t accepted = 0;
-  ASSERT_TRUE(fill_until_window_full(
-      **c, [](std::uint64_t i) -> std::size_t { return 1 + (i * 977) % 5003; }, accepted));
-  (*c)->close(error(errc::connection_lost, "peer too slow"));
+  const conn_ptr c = filled_connection(
+      io, peer, mine, [](std::uint64_t i) -> std::size_t { return 1 + (i * 977) % 5003; },
+      accepted);
+  ASSERT_NE(c, nullptr);
+  c->close(error(errc::connection_lost, "peer too slow"));
   ASSERT_TRUE(mine->wait_closed());
   std::vector<unsigned char> unsent, uncertain;
-  (*c)->take_leftovers(unsent, uncertain);
+  c->take_leftovers(unsent, uncertain);
   const std::vector<std::uint64_t> u = whole_frames(uncertain);
   const std::vector<std::uint64_t> n = whole_frames(unsent);
   ASSERT_FALSE(u.empty() && n.empty()) << "a full window leaves frames behind";
@@ -778,7 +792,7 @@ TEST(Transport_Close, TheLeftoversOfAClosedConnectionAreWholeFramesInOrderEnding
   for (std::size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i], all[i - 1] + 1) << i;
   EXPECT_EQ(all.back(), accepted - 1);
   // Taken once: a second call finds nothing.
-  (*c)->take_leftovers(unsent, uncertain);
+  c->take_leftovers(unsent, uncertain);
   EXPECT_TRUE(unsent.empty());
   EXPECT_TRUE(uncertain.empty());
   io.stop();
@@ -900,27 +914,24 @@ TEST(Transport_Heartbeat, BusySenderToAReceiverThatOnlyAnswersPingsStaysUp) {
 TEST(Transport_Window, SendAboveMaxPendingBytesReturnsWindowFullWithoutAppending) {
   io_pool io(1);
   silent_peer peer;
-  io_limits limits;
-  limits.max_pending_bytes = 256u << 10;
-  auto c = connect_to(io, peer.port(), {}, limits);
-  ASSERT_TRUE(c);
-  (*c)->start(std::make_shared<recorder>());
   // Fill the kernel's buffers (the peer never reads), then ours.
   std::uint64_t accepted = 0;
-  ASSERT_TRUE(fill_until_window_full(
-      **c, [](std::uint64_t) -> std::size_t { return 4096; }, accepted));
-  const std::size_t held = (*c)->pending_bytes();
-  EXPECT_GE(held, limits.max_pending_bytes);
-  EXPECT_LT(held, limits.max_pending_bytes + 4096 + k_header_bytes);  // the bound plus one send
+  const conn_ptr c = filled_connection(
+      io, peer, std::make_shared<recorder>(), [](std::uint64_t) -> std::size_t { return 4096; },
+      accepted);
+  ASSERT_NE(c, nullptr);
+  const std::size_t held = c->pending_bytes();
+  EXPECT_GE(held, k_small_pending);
+  EXPECT_LT(held, k_small_pending + 4096 + k_header_bytes);  // the bound plus one send
   bool called = false;
-  EXPECT_EQ((*c)->send([&](std::vector<unsigned char>& out) {
+  EXPECT_EQ(c->send([&](std::vector<unsigned char>& out) {
     called = true;
     put_frame(out, accepted, 8);
   }),
             errc::window_full);
   EXPECT_FALSE(called);
-  EXPECT_EQ((*c)->pending_bytes(), held);
-  EXPECT_TRUE((*c)->open());
+  EXPECT_EQ(c->pending_bytes(), held);
+  EXPECT_TRUE(c->open());
 
   // Once the peer reads, the window opens again.
   asio::ip::tcp::socket reader(peer.ctx);
@@ -930,8 +941,8 @@ TEST(Transport_Window, SendAboveMaxPendingBytesReturnsWindowFullWithoutAppending
     std::error_code ec;
     while (!ec) reader.read_some(asio::buffer(sink), ec);
   });
-  EXPECT_TRUE(eventually([&] { return !send_one(**c, accepted, 8); }));
-  (*c)->close(error(errc::connection_lost, "done"));
+  EXPECT_TRUE(eventually([&] { return !send_one(*c, accepted, 8); }));
+  c->close(error(errc::connection_lost, "done"));
   drain.join();
 }
 
