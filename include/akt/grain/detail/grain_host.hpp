@@ -153,9 +153,10 @@ class grain_host_base : public actor {
   bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
 
   const grain_kind* kind_;
-  // Turn owner: user messages handled, and the count when the idle timer was armed. Near the
-  // front, on the cell's second line: written per message, so kept off the line that holds the
-  // host's tail and grain_cell::direct_, which grain_ref senders write per message.
+  // Turn owner: user messages handled, and the count when the idle timer was armed. Written
+  // per message. They share a line with grain_cell::direct_ (the host starts 8 bytes after it);
+  // giving the word a line of its own after the host was measured and bought nothing (see
+  // grain_cell::direct_).
   std::uint32_t handled_ = 0;
   std::uint32_t handled_at_arm_ = 0;
   directory_link link_;  // this activation's entry in the grain directory (and its cell)
@@ -210,8 +211,8 @@ class grain_host final : public grain_host_base {
   std::optional<T> g_;
 };
 
-// The cell of one grain activation: the host right after the cell header (as actor_cell_for
-// places an actor), then the word a grain_ref's direct sends go through. The word lives in the
+// The cell of one grain activation: the cell header, the word a grain_ref's direct sends go
+// through (at the start of the next line), then the host. The word lives in the
 // cell, not in the host, because the host is destroyed when the cell stops while a grain_ref
 // may still hold the cell (and read the word, to find it closed). Grains are never restarted.
 template <class T>
@@ -230,10 +231,12 @@ class grain_cell final : public actor_cell {
   // sender is inside, so every direct enqueue is in the mailbox before the activation checks
   // that its mailbox is empty and leaves the directory).
   //
-  // A cache line of its own: senders write it twice per direct send, and on the line after the
-  // host it shared the grain object's fields, which the turn writes per message. Measured
-  // (GrainRefTellOneWayPairwise, 2 pairs): 4.3 M/s sharing the line, 10 M/s alone on it, for
-  // about 40 more bytes per grain (GrainIdleBytes 484 -> 524).
+  // At the start of a line: senders write it twice per direct send. After the host it shared a
+  // line with the grain object's fields, which the turn writes per message. Measured
+  // (GrainRefTellOneWayPairwise, 2 pairs): 4.3 M/s there, 10 M/s here, for about 40 more bytes
+  // per grain (GrainIdleBytes 484 -> 524). The host's first fields follow it on this line; a
+  // line to itself (the word after the host, 64 more bytes per grain) was measured at the same
+  // cycles per message (docs/benchmarks.md, 2026-12-04), so it is not worth the bytes.
   alignas(64) std::atomic<std::uint64_t> direct_{std::uint64_t{1} << 31};
 
  protected:
