@@ -116,14 +116,18 @@ TEST(Timer_Order, FarDeadlinesGoThroughTheHeapAndKeepOrder) {
     ts.schedule_at(deadlines.back(), [&log, i] { log.record(static_cast<int>(i)); });
   }
   ASSERT_TRUE(test::eventually([&] { return log.reached(static_cast<int>(offsets.size())); }));
+  clock_type::duration latest{};
   for (std::size_t k = 0; k < log.order.size(); ++k) {
     EXPECT_GE(log.at[k], deadlines[log.order[k]]);
     if (k > 0) {
       EXPECT_LE(deadlines[log.order[k - 1]], deadlines[log.order[k]]);
     }
-    // Normally within a couple of ms; generous for sanitizer builds on a shared machine.
-    EXPECT_LT(log.at[k] - deadlines[log.order[k]], 500ms);
+    latest = std::max(latest, log.at[k] - deadlines[log.order[k]]);
   }
+  // Reported, not asserted: how late a timer fires depends on the machine's load (a few ms
+  // normally). What the test asserts is that none fires early and all fire in order.
+  std::printf("[ timer    ] far deadlines: latest fired %.3f ms late\n",
+              std::chrono::duration<double, std::milli>(latest).count());
 }
 
 TEST(Timer_Cancel, BeforeFireNeverRuns) {
@@ -163,7 +167,7 @@ TEST(Timer_Cancel, AfterFireReturnsFalseAndStaleHandlesAreRefused) {
   EXPECT_FALSE(ts.cancel(timer_service::handle{12345}));
 }
 
-TEST(Timer_Deadline, PastDeadlineFiresPromptly) {
+TEST(Timer_Deadline, APastDeadlineWakesAThreadSleepingTowardsAFarOne) {
   timer_service ts;
   ts.start();
   // Let the thread go to sleep towards a far deadline first, so the past one must wake it.
@@ -171,8 +175,11 @@ TEST(Timer_Deadline, PastDeadlineFiresPromptly) {
   std::atomic<bool> ran{false};
   const auto t0 = clock_type::now();
   ts.schedule_at(t0 - 1s, [&] { ran.store(true); });
-  ASSERT_TRUE(test::eventually([&] { return ran.load(); }, 5s));
-  EXPECT_LT(clock_type::now() - t0, 200ms);
+  // A thread that slept on towards the far deadline would take an hour; the bound only has to
+  // tell the two apart, so it is generous for a loaded sanitizer build. The time is reported.
+  ASSERT_TRUE(test::eventually([&] { return ran.load(); }, 60s));
+  std::printf("[ timer    ] past deadline fired after %.3f ms\n",
+              std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
 }
 
 TEST(Timer_Deadline, NearDeadlinesNeverFireEarlyAndTheirLatenessIsReported) {
@@ -297,8 +304,11 @@ TEST(Timer_Idle, IdleServiceBurnsNoCpuAndWakesForAnEarlierTimer) {
   std::atomic<bool> near_ran{false};
   const auto t0 = clock_type::now();
   ts.schedule_after(10ms, [&] { near_ran.store(true); });
-  ASSERT_TRUE(test::eventually([&] { return near_ran.load(); }, 5s));
-  EXPECT_LT(clock_type::now() - t0, 500ms);
+  // Without the wake-up it would fire with the far one, an hour on (as above: a bound that
+  // tells the two apart, and the time reported).
+  ASSERT_TRUE(test::eventually([&] { return near_ran.load(); }, 60s));
+  std::printf("[ timer    ] the earlier timer (10 ms) fired after %.3f ms\n",
+              std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
   EXPECT_FALSE(far_ran.load());
 }
 
