@@ -31,6 +31,12 @@ constexpr bool k_sanitized = true;
 constexpr bool k_sanitized = false;
 #endif
 
+// A duration in milliseconds, for the figures the tests print.
+template <class Rep, class Period>
+double ms(std::chrono::duration<Rep, Period> d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
 std::chrono::microseconds cpu_time() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -126,8 +132,7 @@ TEST(Timer_Order, FarDeadlinesGoThroughTheHeapAndKeepOrder) {
   }
   // Reported, not asserted: how late a timer fires depends on the machine's load (a few ms
   // normally). What the test asserts is that none fires early and all fire in order.
-  std::printf("[ timer    ] far deadlines: latest fired %.3f ms late\n",
-              std::chrono::duration<double, std::milli>(latest).count());
+  std::printf("[ timer    ] far deadlines: latest fired %.3f ms late\n", ms(latest));
 }
 
 TEST(Timer_Cancel, BeforeFireNeverRuns) {
@@ -178,8 +183,7 @@ TEST(Timer_Deadline, APastDeadlineWakesAThreadSleepingTowardsAFarOne) {
   // A thread that slept on towards the far deadline would take an hour; the bound only has to
   // tell the two apart, so it is generous for a loaded sanitizer build. The time is reported.
   ASSERT_TRUE(test::eventually([&] { return ran.load(); }, 60s));
-  std::printf("[ timer    ] past deadline fired after %.3f ms\n",
-              std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+  std::printf("[ timer    ] past deadline fired after %.3f ms\n", ms(clock_type::now() - t0));
 }
 
 TEST(Timer_Deadline, NearDeadlinesNeverFireEarlyAndTheirLatenessIsReported) {
@@ -308,7 +312,7 @@ TEST(Timer_Idle, IdleServiceBurnsNoCpuAndWakesForAnEarlierTimer) {
   // tells the two apart, and the time reported).
   ASSERT_TRUE(test::eventually([&] { return near_ran.load(); }, 60s));
   std::printf("[ timer    ] the earlier timer (10 ms) fired after %.3f ms\n",
-              std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+              ms(clock_type::now() - t0));
   EXPECT_FALSE(far_ran.load());
 }
 
@@ -336,9 +340,9 @@ TEST(Timer_Scale, OneMillionTimersAllFire) {
   const auto done = clock_type::now();
   for (int i = 0; i < n; ++i) ASSERT_EQ(fired[static_cast<std::size_t>(i)], 1) << i;
   EXPECT_EQ(ts.pending(), 0u);
-  const double sched_ms = std::chrono::duration<double, std::milli>(scheduled - t0).count();
-  const double total_ms = std::chrono::duration<double, std::milli>(done - t0).count();
-  const double last_deadline_ms = std::chrono::duration<double, std::milli>(base + 1s - t0).count();
+  const double sched_ms = ms(scheduled - t0);
+  const double total_ms = ms(done - t0);
+  const double last_deadline_ms = ms(base + 1s - t0);
   std::printf(
       "[ timer    ] 1M timers: scheduled in %.0f ms (%.0f ns each); the last fired %.0f ms after "
       "the first schedule, %.0f ms after the last deadline; slab %.1f MiB (node %zu bytes; "
@@ -377,10 +381,8 @@ TEST(Timer_Scale, OneMillionFarTimersCancelledAndReclaimed) {
   std::printf(
       "[ timer    ] 1M far timers: scheduled in %.0f ms, cancelled in %.0f ms; RSS +%.1f "
       "bytes/timer (node %zu + heap entry 16, %s); retained after cancel: %zu\n",
-      std::chrono::duration<double, std::milli>(t1 - t0).count(),
-      std::chrono::duration<double, std::milli>(t2 - t1).count(), per_timer_rss,
-      timer_service::node_bytes(), k_sanitized ? "sanitizer shadow included" : "no sanitizer",
-      ts.retained());
+      ms(t1 - t0), ms(t2 - t1), per_timer_rss, timer_service::node_bytes(),
+      k_sanitized ? "sanitizer shadow included" : "no sanitizer", ts.retained());
   EXPECT_LT(per_timer_rss, k_sanitized ? 1024.0 : 160.0);
   // Times reported above, not asserted (see OneMillionTimersAllFire).
   ts.stop();
