@@ -78,11 +78,11 @@ actor_cell::actor_cell(system_core* core, actor_cell* parent, std::string_view n
       system_(core),
       custom_(std::move(options.mailbox)),
       home_shard_(static_cast<std::uint16_t>(envelope_pool().next_home_shard())),
-      name_hash_(0),
+      hash_or_direct_(0),
       path_(child_path(parent, name)),
       parent_(parent),
       inbox_tail_(&inbox_stub_) {
-  name_hash_ = name_registry::hash(path_);
+  hash_or_direct_.store(name_registry::hash(path_), std::memory_order_relaxed);
   system_->add_ref();
   if (options.supervisor || options.passivation.mode != passivation::kind::never) {
     cell_extras& x = extras();

@@ -86,9 +86,9 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
 }
 
 void grain_host_base::open_direct() noexcept {
-  std::atomic<std::uint64_t>& direct = direct_word();
-  const std::uint64_t open = std::uint64_t{generation_} << 32;
-  std::uint64_t v = direct.load(std::memory_order_relaxed);
+  std::atomic<std::uint32_t>& direct = direct_word();
+  const std::uint32_t open = (generation_ & 0xffffu) << 16;
+  std::uint32_t v = direct.load(std::memory_order_relaxed);
   // Senders that found it closed may still be on their way out: keep their count.
   while (!direct.compare_exchange_weak(v, open | (v & k_direct_senders), std::memory_order_release,
                                        std::memory_order_relaxed)) {
@@ -96,8 +96,8 @@ void grain_host_base::open_direct() noexcept {
 }
 
 void grain_host_base::close_direct() noexcept {
-  std::atomic<std::uint64_t>& direct = direct_word();
-  std::uint64_t v = direct.fetch_or(k_direct_closed, std::memory_order_acq_rel);
+  std::atomic<std::uint32_t>& direct = direct_word();
+  std::uint32_t v = direct.fetch_or(k_direct_closed, std::memory_order_acq_rel);
   // A sender inside is between its check and its enqueue (a few instructions): wait it out, so
   // that what it sends is in the mailbox before anyone checks the mailbox is empty.
   for (unsigned spins = 0; (v & k_direct_senders) != 0; ++spins) {
@@ -172,9 +172,12 @@ void grain_host_base::post_stop(actor_context& ctx) {
 
 void grain_host_base::receive(receive_context& ctx) {
   actor_cell* const cell = context_access::receiver(ctx);
-  grain_layer& layer = layer_of(cell->system());
+  // The layer is found through the cell's system pointer, on the line senders write on every
+  // message: looked up only on the rare branches that need it, never for a plain user message.
+  auto layer_here = [cell]() -> grain_layer& { return layer_of(cell->system()); };
 
   if (ctx.is<grain_shutdown_marker>()) {
+    grain_layer& layer = layer_here();
     deactivate_for_stop(ctx.system(), cell);
     // Whatever is queued behind the marker was sent after the shutdown began: it is refused
     // like a send that would activate (below, as it is reached), not handed to a new instance.
@@ -183,6 +186,7 @@ void grain_host_base::receive(receive_context& ctx) {
     return;
   }
   if (ctx.is<grain_idle_check>()) {
+    grain_layer& layer = layer_here();
     if (instance() == nullptr) {
       // A check of an ended activation (it can sit behind the shutdown marker): never a reason
       // to activate, but it may be the last message, so it ends the activation like any other.
@@ -221,7 +225,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // tick of an earlier activation (or one after deactivation) is dropped.
     if (tick->generation != generation_ || instance() == nullptr || failing_) {
       // A dormant activation (see the idle check) that had only ticks waiting goes now.
-      if (instance() == nullptr) end_if_drained(ctx, cell, layer);
+      if (instance() == nullptr) end_if_drained(ctx, cell, layer_here());
       return;
     }
     if (tick->keep_alive) ++handled_;
@@ -239,6 +243,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // A fresh activation starts from the kind's options, like one made by a new cell: the
     // options of the call that created this cell belonged to the activation that just ended.
     // Only the mailbox (and so its capacity) carries over.
+    grain_layer& layer = layer_here();
     if (layer.closing()) {
       failing_ = errc::system_shutting_down;
     } else {
@@ -257,7 +262,7 @@ void grain_host_base::receive(receive_context& ctx) {
       ctx.reply_error(why);
     else
       cell->system()->dead_letter(ctx, why);
-    end_if_drained(ctx, cell, layer);
+    end_if_drained(ctx, cell, layer_here());
     return;
   }
   const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;

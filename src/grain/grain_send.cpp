@@ -158,8 +158,8 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
     }
     // Under the directory's lock: the host is alive.
     void remember(actor_cell* cell) {
-      std::atomic<std::uint64_t>& direct = grain_host_access::direct(grain_host_access::of(cell));
-      const std::uint64_t d = direct.load(std::memory_order_acquire);
+      std::atomic<std::uint32_t>& direct = grain_host_access::direct(grain_host_access::of(cell));
+      const std::uint32_t d = direct.load(std::memory_order_acquire);
       if ((d & k_direct_closed) != 0) {
         route->cell = pid();  // dormant or ending: ask the directory next time too
         return;
@@ -169,7 +169,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
       grain_host_base& host = grain_host_access::of(cell);
       route->queued = &grain_host_access::queued(host);
       route->capacity = grain_host_access::mailbox_capacity(host);
-      route->generation = static_cast<std::uint32_t>(d >> 32);
+      route->generation = direct_generation(d);
     }
   } v(id, msg, sender, route);
   error e = kind ? layer.visit(*kind, id.name, nullptr, v, may_activate) : kind.error();
@@ -196,9 +196,9 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
   actor_cell* const cell = detail::cell_of(route.cell);
   if (cell == nullptr) return false;
   // Not through the host: it may be gone (the cell stopped); the word is the cell's.
-  std::atomic<std::uint64_t>& direct = *route.direct;
-  const std::uint64_t d = direct.fetch_add(1, std::memory_order_acquire);
-  if ((d & k_direct_closed) != 0 || static_cast<std::uint32_t>(d >> 32) != route.generation) {
+  std::atomic<std::uint32_t>& direct = *route.direct;
+  const std::uint32_t d = direct.fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) != 0 || direct_generation(d) != route.generation) {
     direct.fetch_sub(1, std::memory_order_release);
     route.cell = pid();
     return false;

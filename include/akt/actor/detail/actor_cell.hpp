@@ -67,7 +67,13 @@ class actor_cell : public schedulable {
   // Where actor_cell_for places the actor object: right after this header (an object whose actor
   // base sits elsewhere is found through locate_instance instead).
   static constexpr std::size_t instance_offset = 128;
-  std::uint32_t name_hash() const noexcept { return name_hash_; }
+  // An actor's hash of its path, for the name registry (a grain has none: see grain_direct).
+  std::uint32_t name_hash() const noexcept {
+    return hash_or_direct_.load(std::memory_order_relaxed);
+  }
+  // A grain's direct-send word (grain_host.hpp, k_direct_*), in the slot an actor keeps its name
+  // hash in: grains are never in the name registry. For the grain module.
+  std::atomic<std::uint32_t>& grain_direct() noexcept { return hash_or_direct_; }
   // The actor object, or null once it is destroyed (turn owner, or the spawner before start).
   actor* instance() const noexcept {
     const std::uintptr_t w = turn_word_.load(std::memory_order_relaxed);
@@ -192,12 +198,13 @@ class actor_cell : public schedulable {
 
   // Layout (offsets on a 64-bit target; 128 bytes in all, checked in actor_cell.cpp). Cells are
   // 16-byte aligned, so the cache line holding the last byte producers touch on every message
-  // (life_, at 42) ends at most 54 bytes later, at 96. The turn owner's per-message fields start
-  // at 96 and so never share a line with inbox_head_, which producers exchange: measured, the
-  // turn mode on that line cost TellSinglePair a third of its rate. Between the two sit fields
-  // that are cold or written once per turn (a turn already writes that line: dispatch_ at its
-  // end). What the turn reads on every message besides the mailbox (its mode, whether the actor
-  // object exists, the extras) is packed into one word, turn_word_.
+  // (a grain's direct word, at 44 to 47) ends at most 49 bytes later, at 96. The turn owner's
+  // per-message fields start at 96 and so never share a line with inbox_head_, which producers
+  // exchange: measured, the turn mode on that line cost TellSinglePair a third of its rate.
+  // Between the two sit fields that are cold or written once per turn (a turn already writes
+  // that line: dispatch_ at its end). What the turn reads on every message besides the mailbox
+  // (its mode, whether the actor object exists, the extras) is packed into one word,
+  // turn_word_.
 
   // -- producer end: written on every message --
   std::atomic<mpsc_node*> inbox_head_;  // 16: default mailbox; producers exchange (seq_cst)
@@ -211,7 +218,13 @@ class actor_cell : public schedulable {
   std::atomic<life_state> life_{life_state::starting};  // 42
   bool grain_ = false;                                  // 43: cold, set before start
   // -- cold, or written once per turn --
-  std::uint32_t name_hash_;    // 44: of path_, set once in the constructor
+  // 44: an actor's hash of path_: written once in the constructor, before the cell is shared;
+  // read by the name registry (relaxed: a plain load). A grain, never in the name registry,
+  // keeps here the word its grain_refs' direct sends go through (writers and readers in
+  // grain_host.hpp, k_direct_*). Those senders write it twice per message and own this line
+  // anyway (inbox_head_); on a line the turn owner reads per message it halved a grain_ref
+  // tell's rate (docs/benchmarks.md, "The turn off the senders' line").
+  std::atomic<std::uint32_t> hash_or_direct_;
   const compact_string path_;  // 48: "parent/child" below the user guardian
   actor_cell* const parent_;   // 64: null for top-level actors; outlives its children
   // 72: the first sentinel only. Later sentinels are envelopes (recycled one dequeue later), so

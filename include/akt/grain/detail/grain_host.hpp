@@ -35,7 +35,7 @@ struct grain_timer_table;
 // it). Owned by one grain_ref object: not for concurrent use.
 struct grain_route {
   pid cell;                                      // keeps the cell (and *direct) alive
-  std::atomic<std::uint64_t>* direct = nullptr;  // the cell's grain_cell::direct_
+  std::atomic<std::uint32_t>* direct = nullptr;  // the cell's direct word (below)
   // The host's reservation counter and mailbox capacity (read-only for the cell's life), copied
   // so that a direct send touches no line the activation's turn writes. Valid while the route's
   // generation is open: the host lives as long as its activation's instance.
@@ -44,9 +44,21 @@ struct grain_route {
   std::uint32_t generation = 0;
 };
 
-// grain_cell::direct_'s fields: [generation:32][closed:1][senders:31].
-inline constexpr std::uint64_t k_direct_closed = std::uint64_t{1} << 31;
-inline constexpr std::uint64_t k_direct_senders = k_direct_closed - 1;
+// The direct word of a grain's cell (actor_cell::grain_direct, on the line producers write):
+// [generation:16][closed:1][senders:15]. Open (closed bit clear, the low 16 bits of the current
+// activation's generation) only while an instance lives. Writers: senders through a grain_ref
+// (+1 / -1 around one enqueue; acquire / release) and the turn (opens it after an activation
+// succeeded; closes it when the activation ends, then waits until no sender is inside, so every
+// direct enqueue is in the mailbox before the activation checks that its mailbox is empty and
+// leaves the directory). It lives in the cell, not in the host, because the host is destroyed
+// when the cell stops while a grain_ref may still hold the cell (and read the word, to find it
+// closed). The senders' count bounds concurrent direct senders to one grain at 32767 threads.
+// The generation only tells a route that its activation ended; a wrapped one that matches again
+// is harmless: an open word means the route's cell holds the identity's live activation, which
+// is where the directory would send too.
+inline constexpr std::uint32_t k_direct_closed = std::uint32_t{1} << 15;
+inline constexpr std::uint32_t k_direct_senders = k_direct_closed - 1;
+inline constexpr std::uint32_t direct_generation(std::uint32_t word) noexcept { return word >> 16; }
 
 // The direct path of a grain_ref's one-way tell, inline so that the message goes into its
 // envelope as its own type (no type-erased move through akt::message): into route's activation
@@ -59,9 +71,9 @@ template <class M>
 bool direct_tell(grain_route& route, M&& msg, error& out) {
   actor_cell* const cell = detail::cell_of(route.cell);
   if (cell == nullptr || route.capacity != 0) return false;
-  std::atomic<std::uint64_t>& direct = *route.direct;
-  const std::uint64_t d = direct.fetch_add(1, std::memory_order_acquire);
-  if ((d & k_direct_closed) != 0 || static_cast<std::uint32_t>(d >> 32) != route.generation) {
+  std::atomic<std::uint32_t>& direct = *route.direct;
+  const std::uint32_t d = direct.fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) != 0 || direct_generation(d) != route.generation) {
     direct.fetch_sub(1, std::memory_order_release);
     return false;
   }
@@ -120,8 +132,8 @@ class grain_host_base : public actor {
   }
   // The hosting cell (set with the directory link, before start).
   actor_cell* cell() const noexcept { return link_.cell; }
-  // The cell's direct-send word (grain_cell::direct_); it outlives this host.
-  virtual std::atomic<std::uint64_t>& direct_word() noexcept = 0;
+  // The cell's direct-send word (k_direct_*); it outlives this host.
+  std::atomic<std::uint32_t>& direct_word() noexcept { return cell()->grain_direct(); }
 
  protected:
   virtual grain* build_instance() = 0;
@@ -146,7 +158,7 @@ class grain_host_base : public actor {
   // Cancels the activation's timers.
   void stop_timers() noexcept;
   // Opens direct sends for the current generation (after an activation succeeded), and closes
-  // them, waiting until no direct sender is inside (see direct_).
+  // them, waiting until no direct sender is inside (see k_direct_closed).
   void open_direct() noexcept;
   void close_direct() noexcept;
   // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
@@ -154,9 +166,7 @@ class grain_host_base : public actor {
 
   const grain_kind* kind_;
   // Turn owner: user messages handled, and the count when the idle timer was armed. Written
-  // per message. They share a line with grain_cell::direct_ (the host starts 8 bytes after it);
-  // giving the word a line of its own after the host was measured and bought nothing (see
-  // grain_cell::direct_).
+  // per message, on the host's first line, which no sender writes.
   std::uint32_t handled_ = 0;
   std::uint32_t handled_at_arm_ = 0;
   directory_link link_;  // this activation's entry in the grain directory (and its cell)
@@ -197,7 +207,6 @@ template <class T>
 class grain_host final : public grain_host_base {
  public:
   using grain_host_base::grain_host_base;
-  std::atomic<std::uint64_t>& direct_word() noexcept override;
 
  protected:
   grain* build_instance() override {
@@ -211,33 +220,22 @@ class grain_host final : public grain_host_base {
   std::optional<T> g_;
 };
 
-// The cell of one grain activation: the cell header, the word a grain_ref's direct sends go
-// through (at the start of the next line), then the host. The word lives in the
-// cell, not in the host, because the host is destroyed when the cell stops while a grain_ref
-// may still hold the cell (and read the word, to find it closed). Grains are never restarted.
+// The cell of one grain activation: the cell header (whose producers' line holds the direct
+// word, k_direct_*), then the host, right after the header like any actor object, so that the
+// turn finds it without a virtual call. That call read the cell's first line, which senders
+// write on every message; with the word on the host's line besides, a grain_ref tell ran at
+// 0.4 of an actor tell with one pair (docs/benchmarks.md, "The turn off the senders' line").
+// Grains are never restarted.
 template <class T>
 class grain_cell final : public actor_cell {
  public:
   grain_cell(system_core* core, std::string_view identity, const grain_kind* kind)
       : actor_cell(core, nullptr, identity, spawn_options{}) {
+    // Closed until the first activation opens it (before the cell is shared).
+    grain_direct().store(k_direct_closed, std::memory_order_relaxed);
     set_instance(new (storage_) grain_host<T>(kind));
   }
   ~grain_cell() override { destroy_instance(); }
-
-  // [generation:32][closed:1][senders:31]; see direct_send in grain_send.cpp. Open (closed bit
-  // clear, the current activation's generation) only while an instance lives. Writers: senders
-  // through a grain_ref (+1 / -1 around one enqueue; acquire / release) and the turn (opens it
-  // after an activation succeeded; closes it when the activation ends, then waits until no
-  // sender is inside, so every direct enqueue is in the mailbox before the activation checks
-  // that its mailbox is empty and leaves the directory).
-  //
-  // At the start of a line: senders write it twice per direct send. After the host it shared a
-  // line with the grain object's fields, which the turn writes per message. Measured
-  // (GrainRefTellOneWayPairwise, 2 pairs): 4.3 M/s there, 10 M/s here, for about 40 more bytes
-  // per grain (GrainIdleBytes 484 -> 524). The host's first fields follow it on this line; a
-  // line to itself (the word after the host, 64 more bytes per grain) was measured at the same
-  // cycles per message (docs/benchmarks.md, 2026-12-04), so it is not worth the bytes.
-  alignas(64) std::atomic<std::uint64_t> direct_{std::uint64_t{1} << 31};
 
  protected:
   void destroy_instance() noexcept override {
@@ -246,6 +244,7 @@ class grain_cell final : public actor_cell {
       set_instance(nullptr);
     }
   }
+  // Only for a grain type aligned beyond 128 bytes, whose host cannot sit at instance_offset.
   actor* locate_instance() const noexcept override {
     return std::launder(reinterpret_cast<grain_host<T>*>(const_cast<unsigned char*>(storage_)));
   }
@@ -254,11 +253,6 @@ class grain_cell final : public actor_cell {
  private:
   alignas(grain_host<T>) unsigned char storage_[sizeof(grain_host<T>)];
 };
-
-template <class T>
-std::atomic<std::uint64_t>& grain_host<T>::direct_word() noexcept {
-  return static_cast<grain_cell<T>*>(cell())->direct_;
-}
 
 using grain_cell_factory = actor_cell* (*)(system_core* core, std::string_view identity,
                                            const grain_kind* kind);
