@@ -261,6 +261,7 @@ result<void> actor_system::stop() {
   // 3. Timers, the blocking pool, the dispatcher. Threads stuck in user code are left behind
   //    (they hold the system's core alive until they return), not waited for.
   core_->timers_.stop();
+  core_->scheduler_.stop();  // after the timers: no fire can re-arm what it drops
   if (const unsigned stuck = core_->blocking_.stop(deadline)) {
     timed_out = true;
     problems.push_back(std::to_string(stuck) + " pipe_to tasks still running");

@@ -36,6 +36,7 @@ result<schedule_ref> scheduler::add(std::shared_ptr<schedule_state> s, schedule_
   s->owner = this;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return error(errc::system_shutting_down, "the system's timers have stopped");
     s->id = next_id_++;
     table_[s->id] = s;
   }
@@ -212,6 +213,21 @@ std::vector<schedule_info> scheduler::list() const {
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
+}
+
+void scheduler::stop() {
+  std::unordered_map<std::uint64_t, std::shared_ptr<schedule_state>> ended;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    ended.swap(table_);
+  }
+  // The states die here unless a schedule_ref still holds one (then its pids go with the ref).
+  for (auto& [id, s] : ended) {
+    s->ended.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->timer = {};  // the timer service dropped it already
+  }
 }
 
 void scheduler::cancel_owned_by(actor_cell* owner) {

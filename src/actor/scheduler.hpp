@@ -85,6 +85,11 @@ class scheduler {
   std::vector<schedule_info> list() const;
   // Cancels every schedule an actor made for itself (it stopped).
   void cancel_owned_by(actor_cell* owner);
+  // Ends every schedule and refuses new ones (system_shutting_down). The system's stop calls it
+  // once its timers have stopped: no fire runs any more, and a repeating schedule would otherwise
+  // stay in the table for ever, its state holding its target's pid, whose cell holds the core
+  // that holds the table, so the whole system leaked.
+  void stop();
 
   bool cancel(schedule_state& s);
   bool pause(schedule_state& s);
@@ -102,6 +107,7 @@ class scheduler {
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<schedule_state>> table_;  // guarded
   std::uint64_t next_id_ = 1;                                                 // guarded
+  bool stopped_ = false;                                                      // guarded
 };
 
 }  // namespace akt::detail

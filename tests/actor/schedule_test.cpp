@@ -197,5 +197,38 @@ TEST(Schedule_Dead, ARepeatingScheduleToAStoppedActorEnds) {
   EXPECT_TRUE(eventually([&] { return !r->active(); }));
 }
 
+// Holds a token in its constructor arguments, which the cell keeps for restarts: the token dies
+// with the cell, and the cell holds the system's core.
+class holder : public akt::actor {
+ public:
+  explicit holder(std::shared_ptr<int> token) : token_(std::move(token)) {}
+  void receive(akt::receive_context&) override {}
+
+ private:
+  std::shared_ptr<int> token_;
+};
+
+TEST(Schedule_Stop, SchedulesArmedWhenTheSystemStopsEndAndKeepNothingAlive) {
+  auto token = std::make_shared<int>(0);
+  const std::weak_ptr<int> alive = token;
+  {
+    actor_system sys("armed-at-stop", {.workers = 1});
+    ASSERT_TRUE(sys.start());
+    auto a = sys.spawn<holder>("a", std::move(token));
+    ASSERT_TRUE(a);
+    // Due long after the stop: no fire finds the target gone, which is what ended them before.
+    ASSERT_TRUE(sys.schedule(*a, tick{0}, std::chrono::hours(1)));
+    ASSERT_TRUE(sys.schedule_with_cron(*a, tick{1}, "0 0 1 1 *"));
+    ASSERT_EQ(sys.schedules().size(), 2u);
+    ASSERT_TRUE(sys.stop());
+    EXPECT_TRUE(sys.schedules().empty());
+    auto late = sys.schedule(*a, tick{2}, std::chrono::hours(1));
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error().code(), errc::system_shutting_down);
+  }
+  // The system, the pid and the schedule_refs are gone: the cell must be too.
+  EXPECT_TRUE(alive.expired()) << "the actor's cell, and with it the system's core, leaked";
+}
+
 }  // namespace
 }  // namespace akt::test
