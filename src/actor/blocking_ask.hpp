@@ -28,6 +28,7 @@ struct pending_ask {
   dispatcher* turns = nullptr;
   reply_slot* slot = nullptr;
   bool pooled_slot = false;
+  bool remote = false;        // to another node: the reply takes a network round trip
   std::int64_t deadline = 0;  // the asker's wait, real time (now_ns)
 };
 

@@ -448,6 +448,7 @@ void begin_ask(actor_cell* to, receive_context& env, std::chrono::nanoseconds ti
   // (goakt-context-pools.md section 11); other asks use the thread's cached slot.
   p.turns = &to->system()->dispatcher_;
   p.pooled_slot = (extra_flags & envelope::flag_grain_ack) != 0;
+  p.remote = to->is_remote();
   p.slot = p.pooled_slot ? acquire_ack_slot(env.home_shard()) : thread_reply_slot();
   p.deadline = now_ns() + timeout.count();
   context_access::reply(env) = p.slot;
@@ -470,7 +471,7 @@ result<message> finish_ask(pending_ask& p) {
     }
   }
   bool abandoned = false;
-  result<message> r = slot->await(p.deadline, abandoned);
+  result<message> r = slot->await(p.deadline, abandoned, !p.remote);
   // An abandoned slot belongs to its completer (who deletes it): a late ack must never land in
   // a slot that a later tell took from the pool.
   if (!abandoned) {

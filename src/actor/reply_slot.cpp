@@ -30,9 +30,9 @@ bool reply_slot::complete(result<message>& value) noexcept {
   return true;
 }
 
-result<message> reply_slot::await(std::int64_t deadline_ns, bool& abandoned) noexcept {
+result<message> reply_slot::await(std::int64_t deadline_ns, bool& abandoned, bool spin) noexcept {
   abandoned = false;
-  for (int i = 0; i < k_await_spins; ++i) {
+  for (int i = 0; spin && i < k_await_spins; ++i) {
     if (state_.load(std::memory_order_acquire) == done) return std::move(*value_);
     if ((i & 15) == 15) std::this_thread::yield();
   }

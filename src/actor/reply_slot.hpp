@@ -10,7 +10,8 @@
 //   out hands it to the completer (abandoned), who deletes it. So a slot is never reused while a
 //   late reply could still land in it, and it never needs a reference count.
 // - The asker spins briefly, then sleeps on a futex; complete() makes a wake system call only
-//   when the asker is asleep.
+//   when the asker is asleep. An ask to another node sleeps at once: its reply takes tens of
+//   microseconds, and the spin's yields were sixteen system calls per ask that bought nothing.
 // - Where slots come from: a blocking ask uses its thread's cached slot; a grain's acknowledged
 //   tell takes one from the ack-slot pool (ack_slot_pool), on the shard of its envelope's home
 //   shard, and puts it back (rearmed) after a completed await. A slot abandoned on timeout goes
@@ -52,7 +53,9 @@ class reply_slot final : public reply_route {
 
   // Waits for the reply until deadline_ns (steady clock). On timeout returns request_timeout and
   // sets `abandoned`: the slot then belongs to the completer and must not be touched again.
-  result<message> await(std::int64_t deadline_ns, bool& abandoned) noexcept;
+  // Without `spin` the asker sleeps at once: for a reply that cannot come back within the spin
+  // (an ask to another node), whose yields would only be system calls.
+  result<message> await(std::int64_t deadline_ns, bool& abandoned, bool spin = true) noexcept;
 
   // True once complete() ran (asker side, a poll: the value is then ready for await).
   bool ready() const noexcept { return state_.load(std::memory_order_acquire) == done; }

@@ -373,7 +373,8 @@ result<message> remote_node::control_call(const node_address& node,
     return e;
   }
   bool abandoned = false;
-  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned);
+  // A network round trip: sleep at once (reply_slot::await).
+  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned, false);
   if (!abandoned) delete slot;
   if (!r && r.code() == errc::request_timeout && a->incarnation() == 0) {
     return error(errc::unreachable, "no answer from " + a->key() + " (not connected)");
@@ -501,7 +502,8 @@ result<message> ask_grain_on(actor_system& sys, std::string_view node, const gra
     return e;
   }
   bool abandoned = false;
-  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned);
+  // A network round trip: sleep at once (reply_slot::await).
+  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned, false);
   if (!abandoned) delete slot;
   return r;
 }
@@ -528,7 +530,8 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
     return e;
   }
   bool abandoned = false;
-  result<message> r = slot->await(akt::detail::now_ns() + opts.timeout.count(), abandoned);
+  // A network round trip: sleep at once (reply_slot::await).
+  result<message> r = slot->await(akt::detail::now_ns() + opts.timeout.count(), abandoned, false);
   if (!abandoned) delete slot;
   return r ? error() : r.error();
 }
