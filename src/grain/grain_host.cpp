@@ -86,8 +86,8 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
 }
 
 void grain_host_base::open_direct() noexcept {
-  std::atomic<std::uint32_t>& direct = direct_word();
-  const std::uint32_t open = (generation_ & 0xffffu) << 16;
+  std::atomic<std::uint32_t>& direct = cell()->grain_direct();
+  const std::uint32_t open = direct_open(generation_);
   std::uint32_t v = direct.load(std::memory_order_relaxed);
   // Senders that found it closed may still be on their way out: keep their count.
   while (!direct.compare_exchange_weak(v, open | (v & k_direct_senders), std::memory_order_release,
@@ -96,7 +96,7 @@ void grain_host_base::open_direct() noexcept {
 }
 
 void grain_host_base::close_direct() noexcept {
-  std::atomic<std::uint32_t>& direct = direct_word();
+  std::atomic<std::uint32_t>& direct = cell()->grain_direct();
   std::uint32_t v = direct.fetch_or(k_direct_closed, std::memory_order_acq_rel);
   // A sender inside is between its check and its enqueue (a few instructions): wait it out, so
   // that what it sends is in the mailbox before anyone checks the mailbox is empty.

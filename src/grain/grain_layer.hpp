@@ -109,7 +109,6 @@ struct grain_host_access {
   static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
   static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
   static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
-  static std::atomic<std::uint32_t>& direct(grain_host_base& h) noexcept { return h.direct_word(); }
 };
 
 // The timers of one activation (turn owner).

@@ -158,7 +158,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
     }
     // Under the directory's lock: the host is alive.
     void remember(actor_cell* cell) {
-      std::atomic<std::uint32_t>& direct = grain_host_access::direct(grain_host_access::of(cell));
+      std::atomic<std::uint32_t>& direct = cell->grain_direct();
       const std::uint32_t d = direct.load(std::memory_order_acquire);
       if ((d & k_direct_closed) != 0) {
         route->cell = pid();  // dormant or ending: ask the directory next time too
@@ -196,10 +196,7 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
   actor_cell* const cell = detail::cell_of(route.cell);
   if (cell == nullptr) return false;
   // Not through the host: it may be gone (the cell stopped); the word is the cell's.
-  std::atomic<std::uint32_t>& direct = *route.direct;
-  const std::uint32_t d = direct.fetch_add(1, std::memory_order_acquire);
-  if ((d & k_direct_closed) != 0 || direct_generation(d) != route.generation) {
-    direct.fetch_sub(1, std::memory_order_release);
+  if (!enter_direct(route)) {
     route.cell = pid();
     return false;
   }
@@ -213,8 +210,7 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
     }
     if (!cell->deliver_if_open(env)) refused = env;
   }
-  // Release: the enqueue above is in the mailbox before close_direct sees this sender leave.
-  direct.fetch_sub(1, std::memory_order_release);
+  leave_direct(route);
   if (out) {
     publish_refused(cell->system(), msg, sender, id, out);
   } else if (refused != nullptr) {

@@ -102,6 +102,16 @@ result<poison_pill> decode_pill(byte_reader&) { return poison_pill{}; }
 
 thread_local remote_node* t_codec_node = nullptr;  // see codec_scope
 
+// Waits up to `timeout` for the reply a peer sends into `slot` (a new slot this call owns), and
+// frees the slot unless the wait gave up (then it is the completer's). A network round trip:
+// the asker sleeps at once, without reply_slot::await's spin.
+result<message> await_reply(akt::detail::reply_slot* slot, std::chrono::nanoseconds timeout) {
+  bool abandoned = false;
+  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned, false);
+  if (!abandoned) delete slot;
+  return r;
+}
+
 }  // namespace
 
 remote_node::remote_node(akt::detail::system_core* core, actor_system& sys,
@@ -372,10 +382,7 @@ result<message> remote_node::control_call(const node_address& node,
     delete slot;
     return e;
   }
-  bool abandoned = false;
-  // A network round trip: sleep at once (reply_slot::await).
-  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned, false);
-  if (!abandoned) delete slot;
+  result<message> r = await_reply(slot, timeout);
   if (!r && r.code() == errc::request_timeout && a->incarnation() == 0) {
     return error(errc::unreachable, "no answer from " + a->key() + " (not connected)");
   }
@@ -501,11 +508,7 @@ result<message> ask_grain_on(actor_system& sys, std::string_view node, const gra
     core->dead_letter(std::move(msg), pid(), pid(), e);
     return e;
   }
-  bool abandoned = false;
-  // A network round trip: sleep at once (reply_slot::await).
-  result<message> r = slot->await(akt::detail::now_ns() + timeout.count(), abandoned, false);
-  if (!abandoned) delete slot;
-  return r;
+  return await_reply(slot, timeout);
 }
 
 error tell_grain_on(actor_system& sys, std::string_view node, const grain_identity& id, message msg,
@@ -529,10 +532,7 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
     core->dead_letter(std::move(msg), pid(), pid(), e);
     return e;
   }
-  bool abandoned = false;
-  // A network round trip: sleep at once (reply_slot::await).
-  result<message> r = slot->await(akt::detail::now_ns() + opts.timeout.count(), abandoned, false);
-  if (!abandoned) delete slot;
+  result<message> r = await_reply(slot, opts.timeout);
   return r ? error() : r.error();
 }
 

@@ -59,6 +59,23 @@ struct grain_route {
 inline constexpr std::uint32_t k_direct_closed = std::uint32_t{1} << 15;
 inline constexpr std::uint32_t k_direct_senders = k_direct_closed - 1;
 inline constexpr std::uint32_t direct_generation(std::uint32_t word) noexcept { return word >> 16; }
+// The open word of an activation's generation (its low 16 bits), with no sender counted.
+inline constexpr std::uint32_t direct_open(std::uint32_t generation) noexcept {
+  return (generation & 0xffffu) << 16;
+}
+
+// A direct sender's entry: counts it in when route's activation is open under route's
+// generation (true: leave_direct after the enqueue); false, counting nothing, when not.
+inline bool enter_direct(const grain_route& route) noexcept {
+  const std::uint32_t d = route.direct->fetch_add(1, std::memory_order_acquire);
+  if ((d & k_direct_closed) == 0 && direct_generation(d) == route.generation) return true;
+  route.direct->fetch_sub(1, std::memory_order_release);
+  return false;
+}
+// Release: the enqueue before it is in the mailbox before close_direct sees this sender leave.
+inline void leave_direct(const grain_route& route) noexcept {
+  route.direct->fetch_sub(1, std::memory_order_release);
+}
 
 // The direct path of a grain_ref's one-way tell, inline so that the message goes into its
 // envelope as its own type (no type-erased move through akt::message): into route's activation
@@ -70,24 +87,17 @@ inline constexpr std::uint32_t direct_generation(std::uint32_t word) noexcept { 
 template <class M>
 bool direct_tell(grain_route& route, M&& msg, error& out) {
   actor_cell* const cell = detail::cell_of(route.cell);
-  if (cell == nullptr || route.capacity != 0) return false;
-  std::atomic<std::uint32_t>& direct = *route.direct;
-  const std::uint32_t d = direct.fetch_add(1, std::memory_order_acquire);
-  if ((d & k_direct_closed) != 0 || direct_generation(d) != route.generation) {
-    direct.fetch_sub(1, std::memory_order_release);
-    return false;
-  }
+  if (cell == nullptr || route.capacity != 0 || !enter_direct(route)) return false;
   envelope* env = nullptr;
   try {
     env = detail::make_envelope(cell, std::forward<M>(msg)).release();
   } catch (...) {
-    direct.fetch_sub(1, std::memory_order_release);
+    leave_direct(route);
     throw;
   }
   auto* rc = static_cast<receive_context*>(env);
   const bool queued = cell->deliver_if_open(rc);
-  // Release: the enqueue above is in the mailbox before close_direct sees this sender leave.
-  direct.fetch_sub(1, std::memory_order_release);
+  leave_direct(route);
   out = queued ? error() : cell->deliver(rc);  // a closed cell: refused, with its dead letter
   return true;
 }
@@ -132,8 +142,6 @@ class grain_host_base : public actor {
   }
   // The hosting cell (set with the directory link, before start).
   actor_cell* cell() const noexcept { return link_.cell; }
-  // The cell's direct-send word (k_direct_*); it outlives this host.
-  std::atomic<std::uint32_t>& direct_word() noexcept { return cell()->grain_direct(); }
 
  protected:
   virtual grain* build_instance() = 0;
