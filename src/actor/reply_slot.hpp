@@ -33,6 +33,11 @@ namespace akt::detail {
 class reply_route {
  public:
   virtual bool complete(result<message>& value) noexcept = 0;
+  // True when a thread sleeps until this route completes (a blocking ask, an acknowledged grain
+  // tell). Another node's path writes such an ask, and its answer, on the calling thread at once
+  // rather than batching them: each costs at most one system call per blocked thread per round
+  // trip, and batching would only add a hand-off to the I/O thread to a waiting thread's time.
+  virtual bool caller_blocked() const noexcept { return false; }
 
  protected:
   ~reply_route() = default;
@@ -50,6 +55,7 @@ class reply_slot final : public reply_route {
   // Completes the ask. Returns false when the asker had already given up: the slot is deleted
   // and `value` is left with the caller (a late reply, to publish as a dead letter).
   bool complete(result<message>& value) noexcept override;
+  bool caller_blocked() const noexcept override { return true; }
 
   // Waits for the reply until deadline_ns (steady clock). On timeout returns request_timeout and
   // sets `abandoned`: the slot then belongs to the completer and must not be touched again.

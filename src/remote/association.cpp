@@ -493,6 +493,7 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
     f.deadline_left_ns = left > 0 ? static_cast<std::uint64_t>(left) : 1;
   }
   const bool ask = route != nullptr;
+  const bool urgent = ask && route->caller_blocked();
   std::lock_guard<std::mutex> lock(mutex_);
   if (closing_) return errc::system_shutting_down;
   if (to != nullptr) {
@@ -523,12 +524,16 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
   const std::uint64_t id = ask ? register_call(route, deadline, false, !backlogged) : 0;
   std::size_t bytes = 0;
   codec_scope scope(&node_);  // for a pid inside the message (encode_pid)
-  error e = append_locked(lane::ordinary, [&](byte_writer& w) {
-    const std::size_t before = w.size();
-    error enc = ask ? encode_ask(w, id, f, *s, msg) : encode_tell(w, 0, f, *s, msg);
-    bytes = w.size() - before;
-    return enc;
-  });
+  error e = append_locked(
+      lane::ordinary,
+      [&](byte_writer& w) {
+        const std::size_t before = w.size();
+        error enc = ask ? encode_ask(w, id, f, *s, msg, urgent ? k_flag_caller_blocked : 0)
+                        : encode_tell(w, 0, f, *s, msg);
+        bytes = w.size() - before;
+        return enc;
+      },
+      urgent);
   if (e) {
     if (ask) (void)take_call(id);
     refused_.fetch_add(1, std::memory_order_relaxed);

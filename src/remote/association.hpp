@@ -85,9 +85,10 @@ class association : public std::enable_shared_from_this<association> {
   error call_control(const google::protobuf::MessageLite& request, akt::detail::reply_route* route,
                      std::int64_t deadline_ns);
   // A frame of the node's own (control without answer, replies, terminated). fill(byte_writer&)
-  // appends one whole frame and returns ok, or an error after which nothing is sent.
+  // appends one whole frame and returns ok, or an error after which nothing is sent. `urgent`:
+  // the answer to an ask whose caller is blocked (connection::send).
   template <class F>
-  error send_frame(lane l, F&& fill);
+  error send_frame(lane l, F&& fill, bool urgent = false);
 
   // The answer to call `id` (a reply, an error reply, a control reply), from an inbound link.
   void complete_call(std::uint64_t id, result<message> value);
@@ -166,7 +167,7 @@ class association : public std::enable_shared_from_this<association> {
   akt::detail::reply_route* take_call(std::uint64_t id);
   // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog.
   template <class F>
-  error append_locked(lane l, F&& fill);
+  error append_locked(lane l, F&& fill, bool urgent = false);
   // The common part of the two sends above (f: everything but the type id and deadline).
   error send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
                   std::int64_t deadline_ns, const remote_cell* to);
@@ -219,16 +220,18 @@ class association : public std::enable_shared_from_this<association> {
 };
 
 template <class F>
-error association::append_locked(lane l, F&& fill) {
+error association::append_locked(lane l, F&& fill, bool urgent) {
   lane_slot& s = lanes_[static_cast<int>(l)];
   if (s.state == lane_state::up && s.conn) {
     error filled;
-    error e = s.conn->send([&](std::vector<unsigned char>& out) {
-      const std::size_t before = out.size();
-      byte_writer w(out);
-      filled = fill(w);
-      if (filled) out.resize(before);
-    });
+    error e = s.conn->send(
+        [&](std::vector<unsigned char>& out) {
+          const std::size_t before = out.size();
+          byte_writer w(out);
+          filled = fill(w);
+          if (filled) out.resize(before);
+        },
+        urgent);
     if (filled) return filled;
     if (e != errc::connection_lost) return e;
     // Closed under us: the lane's close callback is on its way; keep the frame, in order.
@@ -248,14 +251,14 @@ error association::append_locked(lane l, F&& fill) {
 }
 
 template <class F>
-error association::send_frame(lane l, F&& fill) {
+error association::send_frame(lane l, F&& fill, bool urgent) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closing_) return errc::system_shutting_down;
   if (lost_) {
     connect_idle_locked();
     return errc::unreachable;
   }
-  return append_locked(l, std::forward<F>(fill));
+  return append_locked(l, std::forward<F>(fill), urgent);
 }
 
 }  // namespace akt::remote::detail

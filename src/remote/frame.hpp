@@ -38,8 +38,12 @@ inline constexpr std::uint8_t k_last_frame_type = 13;
 enum class lane : std::uint8_t { control = 0, ordinary = 1 };
 inline constexpr std::size_t k_lanes = 2;
 
-// frame_header::flags
+// frame_header::flags. Hints and marks a receiver may ignore: an unknown bit is not an error
+// (a flag that changes a frame's meaning goes in its body, under a new wire version).
 inline constexpr std::uint8_t k_flag_refused = 1;  // error_reply: refused before any handler ran
+// ask: a thread sleeps until the answer comes (reply_route::caller_blocked), so the answer is
+// written at once rather than batched, and an ask forwarded to a third node keeps the mark.
+inline constexpr std::uint8_t k_flag_caller_blocked = 2;
 
 struct frame_header {
   std::uint32_t length = 0;  // body bytes after the header

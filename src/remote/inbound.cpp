@@ -24,25 +24,29 @@ namespace {
 constexpr std::size_t k_target_cache = 4096;
 
 // The answer to an ask that came from a peer: sent back on this node's association to it.
+// `urgent`: the asker's thread sleeps until the answer comes (k_flag_caller_blocked), so
+// the answer is written at once, and an ask forwarded with this route keeps the mark.
 class remote_reply_route final : public akt::detail::reply_route {
  public:
-  remote_reply_route(remote_node& node, std::shared_ptr<association> to, std::uint64_t id)
-      : node_(node), to_(std::move(to)), id_(id) {}
+  remote_reply_route(remote_node& node, std::shared_ptr<association> to, std::uint64_t id,
+                     bool urgent)
+      : node_(node), to_(std::move(to)), id_(id), urgent_(urgent) {}
 
   bool complete(result<message>& value) noexcept override {
     send(value);
     delete this;
     return true;  // the peer decides whether anyone still waits
   }
+  bool caller_blocked() const noexcept override { return urgent_; }
 
  private:
   void send(result<message>& value) noexcept {
     codec_scope scope(&node_);  // a pid inside the reply
     try {
       if (value.has_value() && value->empty()) {  // an acknowledgement: type id 0, no bytes
-        (void)to_->send_frame(lane::ordinary, [&](byte_writer& w) {
-          return encode_reply_bytes(w, id_, 0, byte_span());
-        });
+        (void)to_->send_frame(
+            lane::ordinary,
+            [&](byte_writer& w) { return encode_reply_bytes(w, id_, 0, byte_span()); }, urgent_);
         return;
       }
       if (value.has_value()) {
@@ -55,8 +59,9 @@ class remote_reply_route final : public akt::detail::reply_route {
           send_error(error(errc::not_serializable, why));
           return;
         }
-        error e = to_->send_frame(lane::ordinary,
-                                  [&](byte_writer& w) { return encode_reply(w, id_, *s, *value); });
+        error e = to_->send_frame(
+            lane::ordinary, [&](byte_writer& w) { return encode_reply(w, id_, *s, *value); },
+            urgent_);
         if (e) {
           node_.core()->dead_letter(std::move(*value), pid(), pid(),
                                     error(e.code(), "reply to " + to_->key() + ": " + e.message()));
@@ -70,15 +75,19 @@ class remote_reply_route final : public akt::detail::reply_route {
   }
   void send_error(const error& e) {
     const bool refused = akt::detail::error_access::refused(e);
-    (void)to_->send_frame(lane::ordinary, [&](byte_writer& w) {
-      encode_error_reply(w, id_, e.code(), e.detail(), refused);
-      return error();
-    });
+    (void)to_->send_frame(
+        lane::ordinary,
+        [&](byte_writer& w) {
+          encode_error_reply(w, id_, e.code(), e.detail(), refused);
+          return error();
+        },
+        urgent_);
   }
 
   remote_node& node_;
   std::shared_ptr<association> to_;
   const std::uint64_t id_;
+  const bool urgent_;
 };
 
 error refusal(errc code, std::string detail) {
@@ -298,7 +307,8 @@ void inbound_link::on_envelope(connection& c, const frame_header& h, byte_span b
     context_access::sender(*env) = s;
   }
   if (h.type == frame_type::ask) {
-    context_access::reply(*env) = new remote_reply_route(node_, origin_, h.correlation);
+    context_access::reply(*env) = new remote_reply_route(node_, origin_, h.correlation,
+                                                         (h.flags & k_flag_caller_blocked) != 0);
     context_access::reply_closed(*env) = false;
     flags |= envelope::flag_ask;
     if ((f.flags & k_envelope_acknowledged) != 0) flags |= envelope::flag_grain_ack;
@@ -335,7 +345,8 @@ void inbound_link::deliver_to_grain(const frame_header& h, const envelope_fields
     d.sender->add_ref();
   }
   if (h.type == frame_type::ask) {
-    d.route = new remote_reply_route(node_, origin_, h.correlation);
+    d.route = new remote_reply_route(node_, origin_, h.correlation,
+                                     (h.flags & k_flag_caller_blocked) != 0);
     if ((f.flags & k_envelope_acknowledged) != 0) d.flags |= envelope::flag_grain_ack;
   }
   if (f.deadline_left_ns != 0) {

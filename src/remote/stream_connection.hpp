@@ -74,7 +74,7 @@ class stream_connection final : public connection {
   }
 
   void request_write() override;
-  bool write_now_locked() override;
+  bool write_now_locked(bool urgent) override;
   void request_close() override;
 
   void do_start(std::shared_ptr<handler> h);

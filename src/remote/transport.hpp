@@ -145,8 +145,11 @@ class connection : public std::enable_shared_from_this<connection> {
   // (batching without timers). Returns ok, window_full (buffered bytes, pending and in flight,
   // at or above max_pending_bytes: nothing appended, fill not called) or connection_lost
   // (closed, or closing after a flush). If fill throws, what it appended is removed.
+  // `urgent`: a thread sleeps until the peer answers this frame (reply_route::caller_blocked),
+  // so an idle connection writes it on the calling thread even right after another write (see
+  // write_now_locked); at most one such write per blocked thread per round trip.
   template <class F>
-  error send(F&& fill);
+  error send(F&& fill, bool urgent = false);
 
   // Closes at once (buffered frames are dropped); idempotent, any thread. on_closed(why) runs
   // once, on an I/O thread. The first reason wins.
@@ -198,8 +201,8 @@ class connection : public std::enable_shared_from_this<connection> {
   virtual void request_write() = 0;
   // Called by send() with out_mutex_ held when no write is in flight: writes what is pending on
   // the calling thread if it can do so at once (all of it: true, nothing left pending), else
-  // leaves the rest for request_write. The default writes nothing.
-  virtual bool write_now_locked() { return false; }
+  // leaves the rest for request_write. `urgent` as for send(). The default writes nothing.
+  virtual bool write_now_locked(bool /*urgent*/) { return false; }
   // Posts the close to the I/O thread; called once, after closed_ was set.
   virtual void request_close() = 0;
   // Counts the frames in out[from, out.size()): fill() must append whole frames (asserted).
@@ -242,7 +245,7 @@ class connection : public std::enable_shared_from_this<connection> {
 };
 
 template <class F>
-error connection::send(F&& fill) {
+error connection::send(F&& fill, bool urgent) {
   std::unique_lock lock(out_mutex_);
   if (closed_.load(std::memory_order_relaxed) || flush_then_close_) return errc::connection_lost;
   if (pending_.size() + in_flight_bytes_ >= limits_.max_pending_bytes) return errc::window_full;
@@ -254,8 +257,8 @@ error connection::send(F&& fill) {
     throw;
   }
   pending_frames_ += count_frames(pending_, before);
-  if (writing_) return {};            // the completion of the write in flight takes these bytes too
-  if (write_now_locked()) return {};  // an idle connection: written by this thread, no hand-off
+  if (writing_) return {};  // the completion of the write in flight takes these bytes too
+  if (write_now_locked(urgent)) return {};  // idle: written by this thread, no hand-off
   writing_ = true;
   lock.unlock();
   request_write();

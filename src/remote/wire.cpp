@@ -50,14 +50,15 @@ void put_envelope_head(byte_writer& w, const envelope_fields& f, std::uint64_t t
 }
 
 error encode_envelope(byte_writer& w, frame_type type, std::uint64_t correlation,
-                      const envelope_fields& f, const serializer& s, const message& m) {
+                      const envelope_fields& f, const serializer& s, const message& m,
+                      std::uint8_t header_flags) {
   const std::size_t start = begin_frame(w);
   put_envelope_head(w, f, s.id);
   if (error e = s.encode(m, w)) {
     w.truncate(start);
     return e;
   }
-  return finish_frame(w, start, type, lane::ordinary, 0, correlation);
+  return finish_frame(w, start, type, lane::ordinary, header_flags, correlation);
 }
 
 // A frame with no body, or a fixed one the caller appends: cannot exceed the size limit.
@@ -78,12 +79,12 @@ bool known_errc(std::uint8_t v) noexcept {
 
 error encode_tell(byte_writer& w, std::uint64_t correlation, const envelope_fields& f,
                   const serializer& s, const message& m) {
-  return encode_envelope(w, frame_type::tell, correlation, f, s, m);
+  return encode_envelope(w, frame_type::tell, correlation, f, s, m, 0);
 }
 
 error encode_ask(byte_writer& w, std::uint64_t correlation, const envelope_fields& f,
-                 const serializer& s, const message& m) {
-  return encode_envelope(w, frame_type::ask, correlation, f, s, m);
+                 const serializer& s, const message& m, std::uint8_t header_flags) {
+  return encode_envelope(w, frame_type::ask, correlation, f, s, m, header_flags);
 }
 
 error encode_envelope_bytes(byte_writer& w, frame_type type, std::uint64_t correlation,

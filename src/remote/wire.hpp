@@ -55,7 +55,7 @@ struct envelope_fields {
 error encode_tell(byte_writer& w, std::uint64_t correlation, const envelope_fields& f,
                   const serializer& s, const message& m);
 error encode_ask(byte_writer& w, std::uint64_t correlation, const envelope_fields& f,
-                 const serializer& s, const message& m);
+                 const serializer& s, const message& m, std::uint8_t header_flags = 0);
 // The same with a payload already encoded (f.type_id names its type): forwarding, tests.
 error encode_envelope_bytes(byte_writer& w, frame_type type, std::uint64_t correlation,
                             const envelope_fields& f, byte_span payload);

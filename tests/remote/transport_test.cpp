@@ -385,6 +385,41 @@ TEST(Transport_Frames, OneFrameAtATimeOnAnIdleConnectionGoesOutAtOnce) {
             << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us\n";
 }
 
+// A frame whose sender blocks until it is answered (a blocking ask, or the answer to one) is
+// written by send() itself whenever no write is in flight, also right after another write: it
+// never waits for the I/O thread. Here the only I/O thread is held busy, so a frame left to it
+// could not go out before send() returns.
+TEST(Transport_Frames, AnUrgentFrameIsWrittenBySendItselfEvenRightAfterAnotherWrite) {
+  io_pool io(1);
+  wired w;
+  ASSERT_TRUE(w.open(io));
+  std::atomic<bool> held{false}, release{false};
+  asio::post(io.context(), [&] {
+    held.store(true);
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  ASSERT_TRUE(eventually([&] { return held.load(); }));
+
+  constexpr std::uint64_t n = 20;
+  bool all_at_once = true;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto before = w.c->stats();
+    ASSERT_FALSE(w.c->send([&](std::vector<unsigned char>& out) { put_frame(out, i, 8); },
+                           /*urgent=*/true));
+    const auto after = w.c->stats();
+    if (after.writes != before.writes + 1 || after.frames_out != before.frames_out + 1) {
+      all_at_once = false;
+    }
+  }
+  release.store(true);
+  EXPECT_TRUE(all_at_once) << "an urgent frame waited for the held I/O thread";
+  ASSERT_TRUE(w.got->wait_frames(n));
+  std::lock_guard lock(w.got->m);
+  EXPECT_EQ(w.got->frames, n);
+  EXPECT_TRUE(w.got->in_order);
+  EXPECT_TRUE(w.got->bodies_ok);
+}
+
 TEST(Transport_Frames, AnIoPoolThatPollsDeliversInOrderAndStops) {
   io_pool io(2, std::chrono::microseconds(200));
   wired w;

@@ -162,10 +162,11 @@ TEST(Wire_Frames, AskToAGrainRoundTripsIdentityDeadlineAndFlags) {
   f.deadline_left_ns = ~0ull;  // the longest varint
   f.flags = k_envelope_acknowledged;
   const auto* s = find_serializer(message(1.0));
-  ASSERT_FALSE(encode_ask(w, 99, f, *s, message(2.5)));
+  ASSERT_FALSE(encode_ask(w, 99, f, *s, message(2.5), k_flag_caller_blocked));
   const received r = only_frame(w.take());
   EXPECT_EQ(r.h.type, frame_type::ask);
   EXPECT_EQ(r.h.correlation, 99u);
+  EXPECT_EQ(r.h.flags, k_flag_caller_blocked);
   envelope_fields got;
   byte_span payload;
   ASSERT_EQ(decode_envelope(r.body, got, payload), "");
@@ -501,6 +502,23 @@ TEST(Wire_Reader, HeadersItCannotTrustFailTheReaderWithAReason) {
 }
 
 // ---- hostile bodies ----
+
+TEST(Wire_Decoders, HeaderFlagsALaterVersionAddsAreIgnored) {
+  // Header flags are hints (frame.hpp): a receiver that does not know a bit still takes the
+  // frame, so a node can add one without a new wire version.
+  byte_writer w;
+  envelope_fields f;
+  f.target_uid = 5;
+  const auto* s = find_serializer(message(std::int64_t{0}));
+  ASSERT_FALSE(encode_ask(w, 3, f, *s, message(std::int64_t{41}), 0xfc));
+  const received r = only_frame(w.take());
+  EXPECT_EQ(r.h.type, frame_type::ask);
+  EXPECT_EQ(r.h.flags, 0xfc);
+  envelope_fields got;
+  byte_span payload;
+  EXPECT_EQ(decode_envelope(r.body, got, payload), "");
+  EXPECT_EQ(got.target_uid, 5u);
+}
 
 TEST(Wire_Decoders, EveryTruncatedBodyGivesAReason) {
   byte_writer w;
