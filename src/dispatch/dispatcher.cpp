@@ -162,7 +162,10 @@ void dispatcher::schedule(schedulable* s) noexcept {
     return;
   }
   if (worker* w = this_worker()) {
-    if (!w->local.push(s)) push_global(s);
+    // Published seq_cst (like push_global's count) before notify_work reads the spinner and
+    // parked counts: the mirror of a parking worker's announce-then-look. With a plain release
+    // store both could read the old values, and nobody would wake.
+    if (!w->local.push_announced(s)) push_global(s);
     notify_work();
     return;
   }
@@ -274,7 +277,13 @@ schedulable* dispatcher::spin_for_work(worker& w) noexcept {
     if (stopping_.load(std::memory_order_relaxed)) break;
     s = find_work(w);
   }
-  spinning_.fetch_sub(1, std::memory_order_seq_cst);
+  const int left = spinning_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+  // Producers skip the wake-up while a worker spins, but a spinner takes one object. The last
+  // spinner to leave with work passes the wake-up on when more is ready: otherwise that work
+  // waits for a parked worker nobody wakes, behind a turn of ours that may block. A producer
+  // that saw us spinning published (seq_cst) before our decrement, so the re-check below sees
+  // its work; one that publishes after it sees no spinner and wakes a worker itself.
+  if (s != nullptr && left == 0 && has_visible_work()) notify_work();
   return s;
 }
 

@@ -12,6 +12,12 @@
 // load tail_ (acquire) before reading slots. A consumer reads its slots before its head_ CAS
 // (acq_rel), and the owner only overwrites a slot after an acquire load of head_ shows it free,
 // so a slot is never overwritten while a consumer that will win may still read it.
+// push_announced publishes with a seq_cst exchange instead, and size() reads tail_ seq_cst:
+// the dispatcher's no-lost-wake-up protocol (a producer publishes, then reads who is parked; a
+// parking worker announces itself, then looks at the queues) needs the publication and the look
+// in the single total order. On x86 the exchange is one locked instruction, cheaper than a
+// release store plus a full fence (an MFENCE serialises on AMD), and a seq_cst load is a plain
+// load.
 
 #include <atomic>
 #include <cstdint>
@@ -36,6 +42,15 @@ class local_run_queue {
     if (t - h >= capacity) return false;
     slots_[t % capacity].store(s, std::memory_order_relaxed);
     tail_.store(t + 1, std::memory_order_release);
+    return true;
+  }
+  // push, published in the total order of seq_cst operations (see above). Owner only.
+  bool push_announced(schedulable* s) noexcept {
+    const std::uint32_t h = head_.load(std::memory_order_acquire);
+    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
+    if (t - h >= capacity) return false;
+    slots_[t % capacity].store(s, std::memory_order_relaxed);
+    tail_.exchange(t + 1, std::memory_order_seq_cst);
     return true;
   }
 
@@ -80,7 +95,7 @@ class local_run_queue {
 
   std::uint32_t size() const noexcept {
     const std::uint32_t h = head_.load(std::memory_order_acquire);
-    const std::uint32_t t = tail_.load(std::memory_order_acquire);
+    const std::uint32_t t = tail_.load(std::memory_order_seq_cst);
     return t - h;
   }
   bool empty() const noexcept { return size() == 0; }
@@ -88,7 +103,7 @@ class local_run_queue {
  private:
   // Writers: the owner (pop CAS) and thieves (steal CAS).
   alignas(cache_line) std::atomic<std::uint32_t> head_{0};
-  // Writer: the owner (release store).
+  // Writer: the owner (release store; seq_cst exchange in push_announced).
   alignas(cache_line) std::atomic<std::uint32_t> tail_{0};
   std::atomic<schedulable*> slots_[capacity];
 };

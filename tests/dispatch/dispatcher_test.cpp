@@ -359,6 +359,57 @@ TEST(Dispatcher_NoLostWakeUp, ManyProducersManyTasks) {
   d.stop();
 }
 
+// Blocks the worker that runs it until released (a handler that does not return for a while).
+class blocker final : public schedulable {
+ public:
+  blocker() : schedulable(dispatch_state::idle) { add_ref(); }
+  bool run_turn(unsigned) override {
+    begin_turn();
+    running.store(true);
+    while (!release.load()) std::this_thread::sleep_for(100us);
+    running.store(false);
+    return finish_turn([] { return false; });
+  }
+  std::atomic<bool> running{false};
+  std::atomic<bool> release{false};
+
+ protected:
+  void destroy() noexcept override {}
+};
+
+TEST(Dispatcher_NoLostWakeUp, ASpinnerThatTakesOneOfTwoReadyObjectsWakesAParkedWorker) {
+  // Producers skip the wake-up while a worker spins ("it will find it"). With one worker
+  // spinning (it never gives up here) and the other parked, two objects made ready back to back
+  // both go to the global queue unannounced; the spinner takes the first, which blocks it. The
+  // second must still run: the spinner, leaving with work while more is ready, wakes the parked
+  // worker. Without that it waited for a wake-up nobody sent (seen once in CI as a request whose
+  // actor never ran while the only other worker was held).
+  constexpr int k_rounds = 20;
+  dispatcher d({.workers = 2, .spin_rounds = 1u << 30});
+  // Declared after d: destroyed after it stopped (a worker may still touch an object just after
+  // the end of its turn).
+  std::vector<std::unique_ptr<blocker>> blockers;
+  std::vector<std::unique_ptr<task>> tasks;
+  for (int i = 0; i < k_rounds; ++i) {
+    blockers.push_back(std::make_unique<blocker>());
+    tasks.push_back(std::make_unique<task>(&d));
+  }
+  d.start();
+  for (int round = 0; round < k_rounds; ++round) {
+    ASSERT_TRUE(test::eventually([&] { return d.parked() == 1; })) << "round " << round;
+    blocker& b = *blockers[round];
+    task& t = *tasks[round];
+    ASSERT_TRUE(b.try_schedule(b.observe()));
+    d.schedule(&b);
+    t.post();
+    const bool ran = test::eventually([&] { return t.processed() == 1; });
+    b.release.store(true);
+    ASSERT_TRUE(ran) << "round " << round << ": the second object never ran";
+    ASSERT_TRUE(test::eventually([&] { return !b.running.load(); }));
+  }
+  d.stop();
+}
+
 TEST(Dispatcher_Stop, WorkAfterStopRunsInlineOnTheCaller) {
   dispatcher d({.workers = 1});
   d.start();
