@@ -36,23 +36,9 @@ class local_run_queue {
     for (auto& s : slots_) s.store(nullptr, std::memory_order_relaxed);
   }
 
-  bool push(schedulable* s) noexcept {
-    const std::uint32_t h = head_.load(std::memory_order_acquire);
-    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
-    if (t - h >= capacity) return false;
-    slots_[t % capacity].store(s, std::memory_order_relaxed);
-    tail_.store(t + 1, std::memory_order_release);
-    return true;
-  }
+  bool push(schedulable* s) noexcept { return push_with(s, false); }
   // push, published in the total order of seq_cst operations (see above). Owner only.
-  bool push_announced(schedulable* s) noexcept {
-    const std::uint32_t h = head_.load(std::memory_order_acquire);
-    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
-    if (t - h >= capacity) return false;
-    slots_[t % capacity].store(s, std::memory_order_relaxed);
-    tail_.exchange(t + 1, std::memory_order_seq_cst);
-    return true;
-  }
+  bool push_announced(schedulable* s) noexcept { return push_with(s, true); }
 
   schedulable* pop() noexcept {
     std::uint32_t h = head_.load(std::memory_order_acquire);
@@ -101,6 +87,18 @@ class local_run_queue {
   bool empty() const noexcept { return size() == 0; }
 
  private:
+  bool push_with(schedulable* s, bool announce) noexcept {
+    const std::uint32_t h = head_.load(std::memory_order_acquire);
+    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
+    if (t - h >= capacity) return false;
+    slots_[t % capacity].store(s, std::memory_order_relaxed);
+    if (announce)
+      tail_.exchange(t + 1, std::memory_order_seq_cst);
+    else
+      tail_.store(t + 1, std::memory_order_release);
+    return true;
+  }
+
   // Writers: the owner (pop CAS) and thieves (steal CAS).
   alignas(cache_line) std::atomic<std::uint32_t> head_{0};
   // Writer: the owner (release store; seq_cst exchange in push_announced).
