@@ -14,11 +14,9 @@
 // - No lost wake-up: a worker announces itself parked (seq_cst) and re-checks the queues; a
 //   producer publishes to the global queue (seq_cst count) or its local queue (a seq_cst
 //   exchange of the tail, local_run_queue::push_announced) and then reads the parked count and
-//   the spinner count. A hand-off claims a parked
-//   worker and gives it the object in one CAS. A producer that sees a spinner wakes nobody, so
-//   the last spinner to leave with work wakes a parked worker when more is visible (one spinner
-//   takes one object), and a worker that re-queues an actor whose budget ran out while others
-//   wait does the same (more is ready than it can run).
+//   the spinner count. A hand-off claims a parked worker and gives it the object in one CAS. A
+//   producer that sees a spinner wakes nobody, so the last spinner to leave with work wakes a
+//   parked worker when more is visible: one spinner takes one object.
 // - stop(): workers finish what is queued and exit; after the join the dispatcher is closed and
 //   schedule() runs turns inline on the caller, so work that arrives late is still processed
 //   (for a stopped actor: dead-lettered), never stranded.
