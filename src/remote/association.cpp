@@ -85,7 +85,9 @@ association::association(remote_node& node, std::string host, std::uint16_t port
       key_(host_ + ":" + std::to_string(port)),
       window_(node.config().window_bytes),
       window_full_(errc::window_full,
-                   key_ + ": the window is full (the receivers there are behind)") {}
+                   key_ + ": the window is full (the receivers there are behind)") {
+  spare_calls_.reserve(k_spare_calls);
+}
 
 association::~association() = default;
 
@@ -568,7 +570,15 @@ std::uint64_t association::register_call(akt::detail::reply_route* route, std::i
                                          bool control, bool sent) {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   const std::uint64_t id = next_call_++;
-  calls_.emplace(id, pending_call{route, deadline_ns, control, sent});
+  if (spare_calls_.empty()) {
+    calls_.emplace(id, pending_call{route, deadline_ns, control, sent});
+  } else {
+    call_map::node_type entry = std::move(spare_calls_.back());
+    spare_calls_.pop_back();
+    entry.key() = id;
+    entry.mapped() = pending_call{route, deadline_ns, control, sent};
+    calls_.insert(std::move(entry));
+  }
   return id;
 }
 
@@ -576,8 +586,9 @@ akt::detail::reply_route* association::take_call(std::uint64_t id) {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   auto it = calls_.find(id);
   if (it == calls_.end()) return nullptr;
-  akt::detail::reply_route* r = it->second.route;
-  calls_.erase(it);
+  call_map::node_type entry = calls_.extract(it);
+  akt::detail::reply_route* r = entry.mapped().route;
+  if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
   return r;
 }
 

@@ -201,8 +201,16 @@ class association : public std::enable_shared_from_this<association> {
   };
   std::vector<watch> watches_;
 
-  std::mutex calls_mutex_;  // calls_, next_call_
-  std::unordered_map<std::uint64_t, pending_call> calls_;
+  using call_map = std::unordered_map<std::uint64_t, pending_call>;
+  // Bounds the spare entries kept for reuse (below): at most this many map nodes (about 40
+  // bytes each) per peer beyond the calls in flight.
+  static constexpr std::size_t k_spare_calls = 64;
+
+  std::mutex calls_mutex_;  // calls_, spare_calls_, next_call_
+  call_map calls_;
+  // Entries of answered calls, reused by the next calls: a steady stream of asks then allocates
+  // nothing for its entries (capacity reserved up front, so keeping one allocates nothing).
+  std::vector<call_map::node_type> spare_calls_;
   std::uint64_t next_call_ = 1;
 
   // Ordinary-lane bytes sent and not yet granted back. Writers: senders (+, under mutex_), the

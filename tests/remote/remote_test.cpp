@@ -5,6 +5,10 @@
 
 #include <akt/testkit/manual_time.hpp>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "remote/remote_support.hpp"
 
 namespace {
@@ -250,6 +254,34 @@ TEST_F(Remote_TwoNodes, AReplyThatArrivesAfterTheCallerGaveUpIsDroppedNotHandedT
   auto second = p->ask<ping>(ping{2}, 5s);
   ASSERT_TRUE(second) << second.error().message();
   EXPECT_EQ(second->n, 200) << "a late reply reached the next ask";
+}
+
+TEST_F(Remote_TwoNodes, ConcurrentAsksEachGetTheirOwnAnswerWhileCallEntriesAreReused) {
+  // The asking node reuses the entries of answered calls (at most 64 kept): first 8 askers in
+  // a steady stream, then a burst of 100 at once, more than the spares it keeps. A reused entry
+  // that kept a stale route would hand an answer to the wrong ask.
+  auto ask_many = [&](int threads, int asks) {
+    std::atomic<int> wrong{0}, failed{0};
+    std::vector<std::thread> askers;
+    for (int t = 0; t < threads; ++t) {
+      askers.emplace_back([&, t] {
+        for (int i = 0; i < asks; ++i) {
+          const int n = t * 1000 + i;
+          auto r = target.ask<ping>(ping{n}, 20s);
+          if (!r)
+            ++failed;
+          else if (r->n != n + 1)
+            ++wrong;
+        }
+      });
+    }
+    for (auto& th : askers) th.join();
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ(wrong.load(), 0);
+  };
+  ask_many(8, 50);
+  ask_many(100, 1);
+  ask_many(8, 20);  // and the stream goes on after the burst
 }
 
 TEST_F(Remote_TwoNodes, RepliesToTheSenderFindTheirWayBack) {
