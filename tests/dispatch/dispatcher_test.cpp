@@ -366,7 +366,7 @@ class blocker final : public schedulable {
   bool run_turn(unsigned) override {
     begin_turn();
     running.store(true);
-    while (!release.load()) std::this_thread::sleep_for(100us);
+    release.wait(false);  // until the test releases it (store, then notify_all)
     running.store(false);
     return finish_turn([] { return false; });
   }
@@ -404,6 +404,7 @@ TEST(Dispatcher_NoLostWakeUp, ASpinnerThatTakesOneOfTwoReadyObjectsWakesAParkedW
     t.post();
     const bool ran = test::eventually([&] { return t.processed() == 1; });
     b.release.store(true);
+    b.release.notify_all();
     ASSERT_TRUE(ran) << "round " << round << ": the second object never ran";
     ASSERT_TRUE(test::eventually([&] { return !b.running.load(); }));
   }

@@ -390,14 +390,23 @@ TEST(Transport_Frames, OneFrameAtATimeOnAnIdleConnectionGoesOutAtOnce) {
 // never waits for the I/O thread. Here the only I/O thread is held busy, so a frame left to it
 // could not go out before send() returns.
 TEST(Transport_Frames, AnUrgentFrameIsWrittenBySendItselfEvenRightAfterAnotherWrite) {
+  std::atomic<bool> held{false}, release{false};  // before io: they outlive its thread
   io_pool io(1);
   wired w;
   ASSERT_TRUE(w.open(io));
-  std::atomic<bool> held{false}, release{false};
   asio::post(io.context(), [&] {
     held.store(true);
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    release.wait(false);  // until the test releases it (store, then notify_all)
   });
+  // Whatever happens below, the I/O thread is let go (an early ASSERT would otherwise leave it
+  // waiting, and io_pool's destructor with it).
+  struct release_at_exit {
+    std::atomic<bool>& flag;
+    ~release_at_exit() {
+      flag.store(true);
+      flag.notify_all();
+    }
+  } guard{release};
   ASSERT_TRUE(eventually([&] { return held.load(); }));
 
   constexpr std::uint64_t n = 20;
@@ -412,6 +421,7 @@ TEST(Transport_Frames, AnUrgentFrameIsWrittenBySendItselfEvenRightAfterAnotherWr
     }
   }
   release.store(true);
+  release.notify_all();
   EXPECT_TRUE(all_at_once) << "an urgent frame waited for the held I/O thread";
   ASSERT_TRUE(w.got->wait_frames(n));
   std::lock_guard lock(w.got->m);
