@@ -570,15 +570,16 @@ std::uint64_t association::register_call(akt::detail::reply_route* route, std::i
                                          bool control, bool sent) {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   const std::uint64_t id = next_call_++;
+  const pending_call call{route, deadline_ns, control, sent};
   if (spare_calls_.empty()) {
-    calls_.emplace(id, pending_call{route, deadline_ns, control, sent});
-  } else {
-    call_map::node_type entry = std::move(spare_calls_.back());
-    spare_calls_.pop_back();
-    entry.key() = id;
-    entry.mapped() = pending_call{route, deadline_ns, control, sent};
-    calls_.insert(std::move(entry));
+    calls_.emplace(id, call);
+    return id;
   }
+  call_map::node_type entry = std::move(spare_calls_.back());
+  spare_calls_.pop_back();
+  entry.key() = id;
+  entry.mapped() = call;
+  calls_.insert(std::move(entry));
   return id;
 }
 
