@@ -82,6 +82,20 @@ std::string_view to_string(errc code) noexcept {
       return "window_full";
     case errc::protocol_error:
       return "protocol_error";
+    case errc::message_too_large:
+      return "message_too_large";
+    case errc::cluster_registry_timeout:
+      return "cluster_registry_timeout";
+    case errc::cluster_unavailable:
+      return "cluster_unavailable";
+    case errc::not_owner:
+      return "not_owner";
+    case errc::cluster_compacted:
+      return "cluster_compacted";
+    case errc::lease_not_found:
+      return "lease_not_found";
+    case errc::invalid_cluster_config:
+      return "invalid_cluster_config";
   }
   return "unknown";
 }

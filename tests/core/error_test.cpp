@@ -63,6 +63,13 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::node_lost, "node_lost"},
       {errc::window_full, "window_full"},
       {errc::protocol_error, "protocol_error"},
+      {errc::message_too_large, "message_too_large"},
+      {errc::cluster_registry_timeout, "cluster_registry_timeout"},
+      {errc::cluster_unavailable, "cluster_unavailable"},
+      {errc::not_owner, "not_owner"},
+      {errc::cluster_compacted, "cluster_compacted"},
+      {errc::lease_not_found, "lease_not_found"},
+      {errc::invalid_cluster_config, "invalid_cluster_config"},
   };
   return codes;
 }

@@ -52,6 +52,16 @@ enum class errc : std::uint8_t {
   node_lost,          // the peer node was declared lost (heartbeats, or down past the grace)
   window_full,        // the outbound window to the peer is full (back-pressure)
   protocol_error,     // a peer broke the wire protocol (bad frame, version, handshake)
+  message_too_large,  // the encoded message exceeds the frame limit both nodes agreed on
+  // Cluster
+  cluster_registry_timeout,  // a coordination store call did not complete within its timeout
+  cluster_unavailable,       // no coordination store could be reached (at start, within the wait)
+  not_owner,               // refused before any handler ran: this node is fenced or no longer owns
+                           // the grain (marked: the caller reads the registry again)
+  cluster_compacted,       // a watch asked for revisions the store has compacted: read again
+  lease_not_found,         // the lease expired or was revoked (a keep-alive or put on it fails)
+  invalid_cluster_config,  // the cluster section of system_config is invalid; the detail names
+                           // the field
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).
