@@ -41,6 +41,19 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   ++generation_;          // ticks of an earlier activation's timers are stale from here on
   reentrancy_mode_ = -1;  // a new activation starts from its options
   timers_stopped_ = false;
+  auto& events = sys.events();
+  // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
+  // gate sees every activation of this node before any of its handlers runs.
+  grain_activation_gate* gate = layer_of(sys).gate();
+  if (gate != nullptr) {
+    if (error refused = gate->admit(id)) {
+      timers_stopped_ = true;
+      if (events.has_subscribers<grain_activation_failed>())
+        events.publish(grain_activation_failed{id, refused});
+      return error_access::mark_refused(std::move(refused));
+    }
+    admitted_ = true;
+  }
   error last;
   for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
     if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) break;
@@ -71,9 +84,9 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
     end_activation();  // what the failed attempt scheduled goes with it
     timers_stopped_ = false;
   }
-  auto& events = sys.events();
   if (last) {
     timers_stopped_ = true;
+    release_admission(id);
     if (events.has_subscribers<grain_activation_failed>())
       events.publish(grain_activation_failed{id, last});
     return last;
@@ -137,7 +150,13 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
   }
   end_activation();
+  release_admission(identity_of(kind_, cell));
   return e;
+}
+
+void grain_host_base::release_admission(const grain_identity& id) noexcept {
+  if (!std::exchange(admitted_, false)) return;
+  if (grain_activation_gate* gate = layer_of(cell()->system()).gate()) gate->released(id);
 }
 
 void grain_host_base::deactivate_for_stop(actor_system& sys, actor_cell* cell) {
@@ -263,6 +282,10 @@ void grain_host_base::receive(receive_context& ctx) {
     else
       cell->system()->dead_letter(ctx, why);
     end_if_drained(ctx, cell, layer_here());
+    return;
+  }
+  if (ctx.is<grain_activate_probe>()) {  // activate_grain from another node: activated now
+    if (ctx.expects_reply()) ctx.reply(true);
     return;
   }
   const bool acknowledged = (context_access::flags(ctx) & envelope::flag_grain_ack) != 0;

@@ -87,9 +87,24 @@ result<const grain_kind*> register_kind(actor_system& sys, std::string_view name
 
 result<grain_identity> resolve_grain(actor_system& sys, const grain_kind* kind,
                                      std::string_view name, const grain_options& per_call) {
-  auto p = layer_of(sys).acquire(kind, name, &per_call);
+  grain_identity id{kind->name, std::string(name)};
+  grain_layer& layer = layer_of(sys);
+  grain_place at = route_grain(core_of(sys), id);
+  if (at.at == grain_place::where::remote) {
+    // Activated where it lives: the owner activates it for the probe (with the kind's options
+    // there: per_call does not travel). Bounded by the activation's own limit, and a margin for
+    // the round trip.
+    if (error e = validate_actor_name(name)) return e;
+    const auto settings = layer.settings_for(kind, &per_call);
+    const auto limit =
+        settings->activation_timeout * settings->activation_attempts + std::chrono::seconds(5);
+    result<message> r = ask_owner(at.target, message(grain_activate_probe{}), limit);
+    if (!r) return r.error();
+    return id;
+  }
+  auto p = layer.acquire(kind, name, &per_call);
   if (!p) return p.error();
-  return grain_identity{kind->name, std::string(name)};
+  return id;
 }
 
 }  // namespace detail

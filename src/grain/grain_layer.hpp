@@ -61,6 +61,7 @@
 #include "akt/core/thread.hpp"
 #include "akt/grain/grains.hpp"
 #include "grain/grain_directory.hpp"
+#include "grain/grain_seams.hpp"
 
 namespace akt {
 namespace detail {
@@ -117,45 +118,26 @@ struct grain_timer_table {
   std::uint64_t next_reference = 1;
 };
 
-// The seam through which an identity reaches its owner node when that is not this node: the
-// remote module implements it (akt::remote::set_grain_placement), and the cluster will, from
-// its registry. Each call answers whether id lives elsewhere; if it does, it sends msg there
-// (as ask_grain / tell_grain would) and gives the outcome; if not, it leaves msg untouched.
-// Contract: any thread; installed once, before the grains are used, and owned by the layer.
-class grain_router {
- public:
-  virtual ~grain_router() = default;
-  virtual std::optional<result<message>> ask(const grain_identity& id, message& msg,
-                                             std::chrono::nanoseconds timeout) = 0;
-  virtual std::optional<error> tell(const grain_identity& id, message& msg,
-                                    const grain_tell_options& opts) = 0;
-};
-
 // Contract: every member may be called from any thread. The directory has its own contract
 // (grain_directory.hpp). Kinds are registered under kinds_mutex_ and never removed; senders
 // find them in an immutable snapshot without a lock. Settings are read under kinds_mutex_.
-struct grain_delivery;
-
 class grain_layer final : public system_extension {
  public:
   explicit grain_layer(system_core* core)
       : core_(core), directory_(make_local_grain_directory(&link_of)) {}
   ~grain_layer() override {
     delete kind_index_.load(std::memory_order_relaxed);
-    delete router_.load(std::memory_order_relaxed);
+    delete placement_.load(std::memory_order_relaxed);
+    delete gate_.load(std::memory_order_relaxed);
   }
 
-  // The router to other nodes, if one is installed (see grain_router): one acquire load per
-  // send that goes through the directory.
-  grain_router* router() const noexcept { return router_.load(std::memory_order_acquire); }
-  // Installs r (owned); false when one is installed already (r is then deleted).
-  bool set_router(std::unique_ptr<grain_router> r) noexcept {
-    grain_router* expected = nullptr;
-    if (!router_.compare_exchange_strong(expected, r.get(), std::memory_order_acq_rel))
-      return false;
-    (void)r.release();
-    return true;
-  }
+  // The placement and the activation gate, if installed (grain_seams.hpp): one acquire load per
+  // routed send, and per activation.
+  grain_placement* placement() const noexcept { return placement_.load(std::memory_order_acquire); }
+  grain_activation_gate* gate() const noexcept { return gate_.load(std::memory_order_acquire); }
+  // Install p or g (owned); false when one is installed already (the argument is then deleted).
+  bool set_placement(std::unique_ptr<grain_placement> p) noexcept { return install(placement_, p); }
+  bool set_gate(std::unique_ptr<grain_activation_gate> g) noexcept { return install(gate_, g); }
 
   result<const grain_kind*> register_kind(std::string_view name, grain_cell_factory factory,
                                           const grain_options* defaults) {
@@ -361,6 +343,14 @@ class grain_layer final : public system_extension {
     if (old != nullptr) retired_.emplace_back(old);
   }
 
+  template <class T>
+  static bool install(std::atomic<T*>& slot, std::unique_ptr<T>& v) noexcept {
+    T* expected = nullptr;
+    if (!slot.compare_exchange_strong(expected, v.get(), std::memory_order_acq_rel)) return false;
+    (void)v.release();
+    return true;
+  }
+
   error refuse_now() const {
     if (error e = core_->refusal()) return e;
     if (closing_.load(std::memory_order_acquire)) return errc::system_shutting_down;
@@ -408,8 +398,11 @@ class grain_layer final : public system_extension {
   std::atomic<std::size_t> pending_count_{0};
 
  private:
-  std::atomic<grain_router*> router_{nullptr};  // writer: set_router (once); owned
-  std::atomic<bool> abandoned_{false};          // writer: stop after its deadline; readers: hosts
+  // Writers: set_placement / set_gate, once (acq_rel); readers: senders and activations
+  // (acquire). Owned.
+  std::atomic<grain_placement*> placement_{nullptr};
+  std::atomic<grain_activation_gate*> gate_{nullptr};
+  std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
   std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;
   std::vector<std::string> deactivation_problems_;
@@ -421,26 +414,12 @@ grain_layer& layer_of(actor_system& sys);
 // The identity of the activation living in `cell` (its path is kind/name).
 grain_identity identity_of(const grain_kind* kind, const actor_cell* cell);
 
+// A blocking ask through the target of an identity that another node owns (route_grain).
+result<message> ask_owner(const pid& to, message msg, std::chrono::nanoseconds timeout);
+
 // Delivers a timer's or a pipe's message to a grain: every refusal is published, and
 // on_activate never runs on the timer thread (grain_send.cpp).
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg);
-
-// A message for a grain that arrived from elsewhere (another node, through the remote module),
-// with what its envelope must carry. The sender's reference (if any) and the reply route belong
-// to the delivery until it reaches an envelope.
-struct grain_delivery {
-  message msg;
-  actor_cell* sender = nullptr;  // a reference the delivery owns
-  reply_route* route = nullptr;  // an ask or an acknowledged tell's answer
-  std::int64_t deadline_ns = 0;  // timer service clock; 0: none
-  std::uint32_t flags = 0;       // envelope flags to add (remote_origin, encoded, grain_ack)
-};
-// The seam remote senders (and, next, the cluster) reach a grain of this node through: the
-// message goes into the identity's activation like a one-way tell, with d's sender, answer
-// route and deadline. It never runs on_activate on the calling thread (an I/O thread): an
-// identity without an activation is activated on the blocking pool. A refusal is dead-lettered
-// and answers the route, with the refusal mark (not processed, safe to send again).
-void deliver_to_grain(system_core* core, const grain_identity& id, grain_delivery d);
 
 }  // namespace detail
 }  // namespace akt

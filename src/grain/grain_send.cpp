@@ -60,6 +60,14 @@ result<pid> reach(grain_layer& layer, const grain_identity& id) {
   return std::move(v.p);
 }
 
+// Where a request to id goes: the owner's target when another node owns it (nothing reserved
+// or activated here), else reach's local activation.
+result<pid> reach_routed(system_core* core, const grain_identity& id) {
+  grain_place at = route_grain(core, id);
+  if (at.at == grain_place::where::remote) return std::move(at.target);
+  return reach(layer_of(core), id);
+}
+
 // An envelope to `to` holding msg (owned until it is delivered).
 envelope_ptr envelope_for(actor_cell* to, message msg) { return make_envelope(to, std::move(msg)); }
 envelope_ptr envelope_for(const pid& to, message msg) {
@@ -74,6 +82,36 @@ void publish_refused(system_core* core, message& msg, actor_cell* sender, const 
   if (!publish_all && e.code() != errc::mailbox_full) return;
   core->dead_letter(std::move(msg), detail::share_pid(sender), pid(),
                     error(e.code(), id.str() + ": " + e.message()));
+}
+
+// The sends to a grain that another node owns (route_grain answered remote): through the
+// placement's target pid, with the actor layer's machinery, so the remote module carries them
+// as it carries a remote actor's. Nothing is activated here.
+bool owned_elsewhere(const grain_place& at) noexcept { return at.at == grain_place::where::remote; }
+
+// A one-way tell through `to`; a refusal is dead-lettered by the delivery.
+error tell_through(const pid& to, message msg, actor_cell* sender) {
+  actor_cell* cell = detail::cell_of(to);
+  auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(msg)).release());
+  if (sender != nullptr) {
+    sender->add_ref();
+    context_access::sender(*env) = sender;
+  }
+  return cell->deliver(env);
+}
+
+// A blocking ask (or, with flag_grain_ack and no travelling deadline, an acknowledged tell)
+// through `to`; a refusal completes it with its reason, dead-lettered by the delivery.
+result<message> ask_through(const pid& to, message msg, actor_cell* sender,
+                            std::chrono::nanoseconds timeout, std::uint32_t extra_flags,
+                            bool deadline_travels) {
+  actor_cell* cell = detail::cell_of(to);
+  envelope_ptr env = envelope_for(cell, std::move(msg));
+  if (sender != nullptr) {
+    sender->add_ref();
+    context_access::sender(*static_cast<receive_context*>(env.get())) = sender;
+  }
+  return ask(cell, std::move(env), timeout, extra_flags, deadline_travels);
 }
 
 // A blocking ask (or acknowledged tell, with flag_grain_ack and no travelling deadline) to the
@@ -223,7 +261,31 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
 // Delivers a timer's or a pipe's message to a grain: every refusal is published, and
 // on_activate never runs on the timer thread.
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
+  grain_place at = route_grain(core, id);
+  if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), nullptr);
   return tell_one_way(core, id, std::move(msg), nullptr, true, false);
+}
+
+result<message> ask_owner(const pid& to, message msg, std::chrono::nanoseconds timeout) {
+  return ask_through(to, std::move(msg), nullptr, timeout, 0, true);
+}
+
+grain_place route_grain(system_core* core, const grain_identity& id) {
+  grain_placement* p = layer_of(core).placement();
+  if (p == nullptr) return {};
+  grain_place at = p->place(id);
+  // claim: until the cluster's registry lands, this node may activate it (the gate decides).
+  if (at.at == grain_place::where::claim) at.at = grain_place::where::local;
+  if (owned_elsewhere(at) && !at.target) at.at = grain_place::where::local;
+  return at;
+}
+
+bool install_grain_placement(system_core* core, std::unique_ptr<grain_placement> p) {
+  return layer_of(core).set_placement(std::move(p));
+}
+
+bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate> g) {
+  return layer_of(core).set_gate(std::move(g));
 }
 
 namespace {
@@ -348,22 +410,27 @@ void deliver_to_grain(system_core* core, const grain_identity& id, grain_deliver
 
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
                                   std::chrono::nanoseconds timeout) {
-  if (grain_router* r = layer_of(sys).router()) {
-    if (std::optional<result<message>> routed = r->ask(id, msg, timeout)) return std::move(*routed);
-  }
-  return ask_activation(detail::core_of(sys), id, std::move(msg), nullptr, timeout, 0, true);
+  system_core* core = detail::core_of(sys);
+  grain_place at = route_grain(core, id);
+  if (owned_elsewhere(at)) return ask_through(at.target, std::move(msg), nullptr, timeout, 0, true);
+  return ask_activation(core, id, std::move(msg), nullptr, timeout, 0, true);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
-  if (grain_router* r = layer_of(sys).router()) {
-    if (std::optional<error> routed = r->tell(id, msg, opts)) return std::move(*routed);
+  system_core* core = detail::core_of(sys);
+  grain_place at = route_grain(core, id);
+  if (opts.one_way) {
+    if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
+    return tell_one_way(core, id, std::move(msg), sender);
   }
-  if (opts.one_way) return tell_one_way(detail::core_of(sys), id, std::move(msg), sender);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
-  result<message> r = ask_activation(detail::core_of(sys), id, std::move(msg), sender, opts.timeout,
-                                     envelope::flag_grain_ack, false);
+  result<message> r = owned_elsewhere(at)
+                          ? ask_through(at.target, std::move(msg), sender, opts.timeout,
+                                        envelope::flag_grain_ack, false)
+                          : ask_activation(core, id, std::move(msg), sender, opts.timeout,
+                                           envelope::flag_grain_ack, false);
   return r ? error() : r.error();
 }
 
@@ -384,11 +451,12 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
       return error(errc::invalid_argument, "a grain cannot ask itself (use a method call)");
   }
   // The wait is bounded by timeout: allowed on this worker for this one call.
+  const grain_place at = grain != nullptr ? route_grain(core, *grain) : grain_place{};
   const bool before = std::exchange(bounded_wait_allowed, true);
   result<message> r =
-      grain != nullptr
-          ? ask_activation(core, *grain, std::move(msg), self, timeout, 0, true)
-          : ask(detail::cell_of(*actor), envelope_for(*actor, std::move(msg)), timeout);
+      grain == nullptr ? ask(detail::cell_of(*actor), envelope_for(*actor, std::move(msg)), timeout)
+      : owned_elsewhere(at) ? ask_through(at.target, std::move(msg), self, timeout, 0, true)
+                            : ask_activation(core, *grain, std::move(msg), self, timeout, 0, true);
   bounded_wait_allowed = before;
   return r;
 }
@@ -456,7 +524,7 @@ request_handle grain_context::request_message(const grain_identity* grain, const
   }
   pid to;
   if (grain != nullptr) {
-    auto p = reach(layer_of(self->system()), *grain);
+    auto p = reach_routed(self->system(), *grain);
     if (!p) {
       publish_refused(self->system(), msg, self, *grain, p.error());
       return refuse(p.error());
@@ -496,19 +564,18 @@ error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, g
                      actor_cell* sender) {
   error out;
   if (direct_send(id, msg, route, sender, out)) return out;
-  if (grain_router* r = layer_of(sys).router()) {  // no direct route: maybe not this node's
-    grain_tell_options one_way;
-    one_way.one_way = true;
-    if (std::optional<error> routed = r->tell(id, msg, one_way)) return std::move(*routed);
-  }
-  return tell_one_way(detail::core_of(sys), id, std::move(msg), sender, false, true, &route);
+  // No direct route (only a local activation makes one): maybe not this node's.
+  system_core* core = detail::core_of(sys);
+  grain_place at = route_grain(core, id);
+  if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
+  return tell_one_way(core, id, std::move(msg), sender, false, true, &route);
 }
 
 request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,
                                         std::chrono::nanoseconds timeout, continuation then,
                                         request_options options) {
   actor_cell* self = context_access::receiver(ctx);
-  auto p = reach(layer_of(self->system()), id);
+  auto p = reach_routed(self->system(), id);
   if (!p) {
     publish_refused(self->system(), msg, self, id, p.error());
     return context_access::refuse_request(ctx, std::move(then), p.error());

@@ -451,8 +451,13 @@ void association::dead_letter_backlog(const std::vector<unsigned char>& bytes, c
 error association::send_envelope(remote_cell& to, receive_context& env) {
   akt::detail::system_core* core = node_.core();
   envelope_fields f;
-  f.target_kind = envelope_target::uid;
-  f.target_uid = to.uid();
+  if (to.grain().empty()) {
+    f.target_kind = envelope_target::uid;
+    f.target_uid = to.uid();
+  } else {  // a grain's proxy: to the peer's activation of that identity
+    f.target_kind = envelope_target::grain;
+    f.target_grain = to.grain();
+  }
   akt::detail::actor_cell* sender = context_access::sender(env);
   if (sender != nullptr && !sender->is_remote()) f.sender_uid = node_.export_sender(sender);
   const std::uint32_t flags = context_access::flags(env);
@@ -643,6 +648,22 @@ pid association::proxy(std::uint64_t uid, std::string_view path) {
   return p;
 }
 
+pid association::grain_proxy(std::string_view identity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = grain_proxies_.find(std::string(identity)); it != grain_proxies_.end())
+    return it->second;
+  if (grain_proxies_.size() >= k_proxy_cache) {
+    std::erase_if(grain_proxies_, [](const auto& entry) {
+      return akt::detail::cell_of(entry.second)->ref_count() == 1;  // only this map holds it
+    });
+  }
+  std::string address = "akt://" + system_ + "@" + key_ + "/grain/" + std::string(identity);
+  auto* cell = new remote_cell(node_.core(), address, shared_from_this(), identity);
+  pid p = akt::detail::share_pid(cell);  // a new cell holds no reference yet
+  grain_proxies_.emplace(std::string(identity), p);
+  return p;
+}
+
 void association::observe_incarnation(std::uint64_t incarnation) {
   const std::uint64_t known = incarnation_.load(std::memory_order_acquire);
   if (known != 0 && known != incarnation) {
@@ -761,6 +782,7 @@ void association::shut_down(std::chrono::steady_clock::time_point deadline) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   proxies_.clear();
+  grain_proxies_.clear();
 }
 
 }  // namespace akt::remote::detail

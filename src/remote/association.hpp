@@ -97,6 +97,8 @@ class association : public std::enable_shared_from_this<association> {
 
   // The proxy of the peer's actor `uid` (one per uid while this association lives).
   pid proxy(std::uint64_t uid, std::string_view path);
+  // The proxy of the peer's grain `identity` (kind/name), cached like the actors' proxies.
+  pid grain_proxy(std::string_view identity);
   // The peer's incarnation as the last handshake reported it (0 before the first).
   std::uint64_t incarnation() const noexcept {
     return incarnation_.load(std::memory_order_acquire);
@@ -195,6 +197,7 @@ class association : public std::enable_shared_from_this<association> {
   std::chrono::steady_clock::time_point down_since_{};  // a lane went down; epoch: all up
   std::atomic<std::uint64_t> incarnation_{0};       // writer: handshakes under mutex_; readers: any
   std::unordered_map<std::uint64_t, pid> proxies_;  // uid -> proxy
+  std::unordered_map<std::string, pid> grain_proxies_;  // kind/name -> proxy; guarded by mutex_
   struct watch {
     pid watcher;  // local
     pid target;   // proxy

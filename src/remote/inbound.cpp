@@ -8,7 +8,7 @@
 #include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
-#include "grain/grain_layer.hpp"
+#include "grain/grain_seams.hpp"
 #include "remote/association.hpp"
 #include "remote/node.hpp"
 #include "remote/wire.hpp"

@@ -15,7 +15,7 @@
 #include "akt/core/clock.hpp"
 #include "akt/core/thread.hpp"
 #include "akt/remote/remote.hpp"
-#include "grain/grain_layer.hpp"
+#include "grain/grain_seams.hpp"
 #include "remote/association.hpp"
 #include "remote/inbound.hpp"
 #include "remote/payload.hpp"
@@ -537,27 +537,34 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
 }
 
 namespace {
-class placement_router final : public akt::detail::grain_router {
+// set_grain_placement's answer to the grain layer's routing seam: the owner function names a
+// node; another node's identities go to a proxy of that grain on it (association::grain_proxy),
+// through which every way into a grain (tells, asks, requests, pipes, schedules, activation)
+// reaches the owner with the ordinary remote machinery.
+class placement_router final : public akt::detail::grain_placement {
  public:
-  placement_router(actor_system& sys, std::string self,
+  placement_router(remote_node& node, std::string self,
                    std::function<std::string(const grain_identity&)> owner)
-      : sys_(sys), self_(std::move(self)), owner_(std::move(owner)) {}
+      : node_(node), self_(std::move(self)), owner_(std::move(owner)) {}
 
-  std::optional<result<message>> ask(const grain_identity& id, message& msg,
-                                     std::chrono::nanoseconds timeout) override {
-    const std::string node = owner_(id);
-    if (node.empty() || node == self_) return std::nullopt;
-    return ask_grain_on(sys_, node, id, std::move(msg), timeout);
-  }
-  std::optional<error> tell(const grain_identity& id, message& msg,
-                            const grain_tell_options& opts) override {
-    const std::string node = owner_(id);
-    if (node.empty() || node == self_) return std::nullopt;
-    return tell_grain_on(sys_, node, id, std::move(msg), opts);
+  akt::detail::grain_place place(const grain_identity& id) override {
+    akt::detail::grain_place at;
+    const std::string where = owner_(id);
+    if (where.empty() || where == self_) return at;
+    result<node_address> n = parse_node(where);
+    if (!n) {
+      node_.log(log_level::warning,
+                "grain placement named a bad node for " + id.str() + ": " + n.error().message());
+      return at;
+    }
+    if (n->host + ":" + std::to_string(n->port) == self_) return at;
+    at.at = akt::detail::grain_place::where::remote;
+    at.target = node_.association_for(n->host, n->port)->grain_proxy(id.str());
+    return at;
   }
 
  private:
-  actor_system& sys_;
+  remote_node& node_;
   const std::string self_;  // host:port of this node
   const std::function<std::string(const grain_identity&)> owner_;
 };
@@ -670,8 +677,8 @@ error set_grain_placement(actor_system& sys,
   if (!owner) return error(errc::invalid_argument, "an empty placement function");
   auto* n = static_cast<detail::remote_node*>(r);
   std::string self = n->advertised_host() + ":" + std::to_string(n->advertised_port());
-  auto router = std::make_unique<detail::placement_router>(sys, std::move(self), std::move(owner));
-  if (!akt::detail::layer_of(sys).set_router(std::move(router))) {
+  auto router = std::make_unique<detail::placement_router>(*n, std::move(self), std::move(owner));
+  if (!akt::detail::install_grain_placement(akt::detail::core_of(sys), std::move(router))) {
     return error(errc::invalid_argument, "this system has a grain placement already");
   }
   return {};

@@ -33,7 +33,22 @@ class remote_cell final : public akt::detail::actor_cell {
     mark_remote();
   }
 
+  // The stand-in for the peer's grain `identity` (kind/name): what reaches it goes to that
+  // grain's activation on the peer (activated there if needed), never to an actor by uid. It
+  // never terminates: a grain is virtual, and a lost peer refuses sends (unreachable) instead.
+  remote_cell(akt::detail::system_core* core, std::string_view address,
+              std::shared_ptr<association> peer, std::string_view identity)
+      : actor_cell(core, nullptr, address, spawn_options{}),
+        peer_(std::move(peer)),
+        uid_(0),
+        incarnation_(0),
+        grain_(identity) {
+    mark_remote();
+  }
+
   association& peer() const noexcept { return *peer_; }
+  // The grain identity this proxy stands for; empty for an actor's proxy.
+  const std::string& grain() const noexcept { return grain_; }
   const std::shared_ptr<association>& peer_ptr() const noexcept { return peer_; }
   std::uint64_t uid() const noexcept { return uid_; }
   // The incarnation of the node the actor lived on when this proxy was made (0: not known yet,
@@ -54,6 +69,7 @@ class remote_cell final : public akt::detail::actor_cell {
   const std::shared_ptr<association> peer_;
   const std::uint64_t uid_;
   const std::uint64_t incarnation_;
+  const std::string grain_;
   std::atomic<bool> terminated_{false};
 };
 

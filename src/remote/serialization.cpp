@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "akt/core/assert.hpp"
+#include "grain/grain_seams.hpp"
 
 namespace akt::remote {
 
@@ -112,6 +113,12 @@ result<std::vector<std::uint8_t>> get_byte_vector(byte_reader& r) {
   return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
 }
 
+// activate_grain's probe (grain_seams.hpp) carries nothing.
+error put_probe(const akt::detail::grain_activate_probe&, byte_writer&) { return {}; }
+result<akt::detail::grain_activate_probe> get_probe(byte_reader&) {
+  return akt::detail::grain_activate_probe{};
+}
+
 // A built-in is registered like a user type but under an akt.* name of our choosing, since
 // the standard types have no stable name of their own.
 template <class T>
@@ -197,6 +204,8 @@ class registry {
     must(builtin<bool>("akt.bool", &put_bool, &get_bool));
     must(builtin<double>("akt.double", &put_double, &get_double));
     must(builtin<std::vector<std::uint8_t>>("akt.bytes", &put_byte_vector, &get_byte_vector));
+    must(builtin<akt::detail::grain_activate_probe>(
+        akt::detail::grain_activate_probe::akt_type_name, &put_probe, &get_probe));
   }
 
   static std::unique_ptr<snapshot> build(const snapshot* cur, const serializer* added) {

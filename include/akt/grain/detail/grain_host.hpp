@@ -163,6 +163,8 @@ class grain_host_base : public actor {
   // Ends the activation without on_deactivate: cancels its timers (later ones are refused until
   // the next activation) and drops the instance.
   void end_activation() noexcept;
+  // Tells the activation gate, once, that the admitted activation ended (no-op otherwise).
+  void release_admission(const grain_identity& id) noexcept;
   // Cancels the activation's timers.
   void stop_timers() noexcept;
   // Opens direct sends for the current generation (after an activation succeeded), and closes
@@ -204,6 +206,7 @@ class grain_host_base : public actor {
   std::uint32_t reentrancy_max_ = 0;
   std::int8_t reentrancy_mode_ = -1;
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
+  bool admitted_ = false;        // turn owner: the activation gate admitted the current one
   // The mailbox's capacity (0 = unbounded), for the senders' reservations: written by the layer
   // before start, then read-only for the cell's life (a fresh activation in place keeps the
   // mailbox, so it keeps its capacity). 32 bits so that it fits the padding after the flags;

@@ -1,0 +1,103 @@
+#pragma once
+// The grain layer's seams: the narrow surface through which the modules above it (remote,
+// cluster) take part in routing and activating grains, without the layer's internals
+// (grain_layer.hpp is private to src/grain/).
+//
+// Routing. Every way into a grain (ask, tell, one-way and grain_ref tells, blocking asks from a
+// grain, requests from grains and actors, coroutine asks, pipes, schedules, activate_grain) asks
+// one function, route_grain (grain_send.cpp), where the identity lives. Without a placement
+// installed the answer is "here" at the cost of one acquire load. With one, the placement
+// answers:
+//   - local: this node hosts it: the local paths run as without a placement;
+//   - remote: another node owns it: the message goes to `target`, a pid (a proxy of the remote
+//     module) through which a tell, an ask or a request reaches the owner's activation with the
+//     ordinary actor machinery; nothing is activated here;
+//   - claim: nobody is known to own it: this node may activate it once the activation gate
+//     (below) admits it. Until the cluster's registry lands, claim is handled as local.
+//
+// Activation gate. Before on_activate runs on this node, on both activation paths (a new cell
+// from the directory, and the fresh instance in place after an idle deactivation that a send
+// raced), the layer calls admit(id); an error refuses the activation: every sender waiting for
+// it gets the error, marked as refused before any handler ran. After every activation ends
+// (deactivated, or admitted but failed), released(id) is called once. admit may be called on a
+// dispatcher worker (the in-place activation runs on the grain's own turn): it must not block.
+//
+// Delivery from other nodes: deliver_to_grain, below.
+//
+// Contract: install each seam once, before the grains are used; the layer owns it and calls it
+// from any thread, concurrently.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "akt/actor/pid.hpp"
+#include "akt/core/error.hpp"
+#include "akt/core/message.hpp"
+#include "akt/grain/grains.hpp"
+
+namespace akt {
+namespace detail {
+
+class actor_cell;
+class reply_route;
+class system_core;
+
+// Where an identity's messages go (see the header comment).
+struct grain_place {
+  enum class where : std::uint8_t { local, remote, claim };
+  where at = where::local;
+  pid target;  // remote only: the messages for the grain are delivered to this pid
+};
+
+class grain_placement {
+ public:
+  virtual ~grain_placement() = default;
+  // Any thread; called once per routed send that does not take a grain_ref's direct path, so it
+  // must be cheap (a cache hit, not a store round).
+  virtual grain_place place(const grain_identity& id) = 0;
+};
+
+class grain_activation_gate {
+ public:
+  virtual ~grain_activation_gate() = default;
+  // Before on_activate of id runs on this node; an error refuses the activation. Never blocks.
+  virtual error admit(const grain_identity& id) = 0;
+  // Once after each admitted activation ends (deactivated, failed, rolled back).
+  virtual void released(const grain_identity& id) noexcept = 0;
+};
+
+// The message activate_grain sends to the owner of an identity that another node owns: the
+// owner's host activates the grain (as for any first message) and answers `true` without
+// running on_receive. Remoting carries it under the built-in name "akt.grain.activate".
+struct grain_activate_probe {
+  static constexpr std::string_view akt_type_name = "akt.grain.activate";
+};
+
+// Install the seams (owned by the layer from then on). False when one is installed already.
+bool install_grain_placement(system_core* core, std::unique_ptr<grain_placement> p);
+bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate> g);
+
+// Where id lives now: the one routing function (grain_send.cpp).
+grain_place route_grain(system_core* core, const grain_identity& id);
+
+// A message for a grain that arrived from elsewhere (another node, through the remote module),
+// with what its envelope must carry. The sender's reference (if any) and the reply route belong
+// to the delivery until it reaches an envelope.
+struct grain_delivery {
+  message msg;
+  actor_cell* sender = nullptr;  // a reference the delivery owns
+  reply_route* route = nullptr;  // an ask or an acknowledged tell's answer
+  std::int64_t deadline_ns = 0;  // timer service clock; 0: none
+  std::uint32_t flags = 0;       // envelope flags to add (remote_origin, encoded, grain_ack)
+};
+// The seam remote senders (and, next, the cluster) reach a grain of this node through: the
+// message goes into the identity's activation like a one-way tell, with d's sender, answer
+// route and deadline. It never runs on_activate on the calling thread (an I/O thread): an
+// identity without an activation is activated on the blocking pool. A refusal is dead-lettered
+// and answers the route, with the refusal mark (not processed, safe to send again).
+void deliver_to_grain(system_core* core, const grain_identity& id, grain_delivery d);
+
+}  // namespace detail
+}  // namespace akt
