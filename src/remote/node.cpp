@@ -34,9 +34,24 @@ using akt::detail::context_access;
 // addresses
 
 result<node_address> parse_node(std::string_view text) {
+  constexpr std::string_view scheme = "akt://";
+  std::string_view system;
+  const std::string_view whole = text;
+  if (text.substr(0, scheme.size()) == scheme) {
+    text.remove_prefix(scheme.size());
+    const auto at = text.find('@');
+    if (at == std::string_view::npos || at == 0 || text.find('/') != std::string_view::npos) {
+      return error(
+          errc::invalid_address,
+          "expected akt://system@host:port (a node, no path), got '" + std::string(whole) + "'");
+    }
+    system = text.substr(0, at);
+    text.remove_prefix(at + 1);
+  }
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return error(errc::invalid_address, "expected host:port, got '" + std::string(text) + "'");
+    return error(errc::invalid_address,
+                 "expected host:port or akt://system@host:port, got '" + std::string(whole) + "'");
   }
   std::string_view host = text.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
@@ -47,9 +62,9 @@ result<node_address> parse_node(std::string_view text) {
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
       port > 65535) {
-    return error(errc::invalid_address, "bad port in '" + std::string(text) + "'");
+    return error(errc::invalid_address, "bad port in '" + std::string(whole) + "'");
   }
-  return node_address{std::string(host), static_cast<std::uint16_t>(port)};
+  return node_address{std::string(host), static_cast<std::uint16_t>(port), std::string(system)};
 }
 
 result<actor_address> parse_address(std::string_view text) {
@@ -412,7 +427,7 @@ result<pid> remote_node::lookup(std::string_view node, std::string_view name,
                                 std::chrono::nanoseconds timeout) {
   result<node_address> n = parse_node(node);
   if (!n) return n.error();
-  return lookup_on(*n, {}, name, timeout);
+  return lookup_on(*n, n->system, name, timeout);
 }
 
 result<pid> remote_node::lookup_on(const node_address& node, std::string_view system,
@@ -441,6 +456,17 @@ result<pid> remote_node::spawn_on(std::string_view node, std::string_view kind,
   result<node_address> n = parse_node(node);
   if (!n) return n.error();
   if (error e = akt::detail::validate_actor_name(name)) return e;
+  if (!n->system.empty()) {
+    // Named with its system: spawn nothing on a node that runs another one.
+    if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+    if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+    std::shared_ptr<association> a = association_for(n->host, n->port);
+    if (error e = a->wait_until_up(timeout)) return e;
+    if (a->system_name() != n->system) {
+      return error(errc::invalid_address, "the node at " + a->key() + " runs system '" +
+                                              a->system_name() + "', not '" + n->system + "'");
+    }
+  }
   akt::remote::control req;
   req.mutable_spawn()->set_kind(std::string(kind));
   req.mutable_spawn()->set_name(std::string(name));
@@ -458,7 +484,7 @@ result<void> remote_node::stop_remote(actor_cell* proxy, std::chrono::nanosecond
   akt::remote::control req;
   req.mutable_stop()->set_target_uid(rc->uid());
   result<message> r =
-      control_call(node_address{rc->peer().host(), rc->peer().port()}, req, timeout);
+      control_call(node_address{rc->peer().host(), rc->peer().port(), {}}, req, timeout);
   if (!r) return r.error();
   const auto* reply = r->get_if<akt::remote::control_reply>();
   if (reply == nullptr) return error(errc::protocol_error, "unexpected answer to a stop");
@@ -539,26 +565,34 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
 namespace {
 class placement_router final : public akt::detail::grain_router {
  public:
-  placement_router(actor_system& sys, std::string self,
+  placement_router(actor_system& sys, std::string self, std::string self_address,
                    std::function<std::string(const grain_identity&)> owner)
-      : sys_(sys), self_(std::move(self)), owner_(std::move(owner)) {}
+      : sys_(sys),
+        self_(std::move(self)),
+        self_address_(std::move(self_address)),
+        owner_(std::move(owner)) {}
 
   std::optional<result<message>> ask(const grain_identity& id, message& msg,
                                      std::chrono::nanoseconds timeout) override {
     const std::string node = owner_(id);
-    if (node.empty() || node == self_) return std::nullopt;
+    if (is_self(node)) return std::nullopt;
     return ask_grain_on(sys_, node, id, std::move(msg), timeout);
   }
   std::optional<error> tell(const grain_identity& id, message& msg,
                             const grain_tell_options& opts) override {
     const std::string node = owner_(id);
-    if (node.empty() || node == self_) return std::nullopt;
+    if (is_self(node)) return std::nullopt;
     return tell_grain_on(sys_, node, id, std::move(msg), opts);
   }
 
  private:
+  bool is_self(const std::string& node) const noexcept {
+    return node.empty() || node == self_ || node == self_address_;
+  }
+
   actor_system& sys_;
-  const std::string self_;  // host:port of this node
+  const std::string self_;          // host:port of this node
+  const std::string self_address_;  // akt://system@host:port of this node
   const std::function<std::string(const grain_identity&)> owner_;
 };
 }  // namespace
@@ -670,7 +704,8 @@ error set_grain_placement(actor_system& sys,
   if (!owner) return error(errc::invalid_argument, "an empty placement function");
   auto* n = static_cast<detail::remote_node*>(r);
   std::string self = n->advertised_host() + ":" + std::to_string(n->advertised_port());
-  auto router = std::make_unique<detail::placement_router>(sys, std::move(self), std::move(owner));
+  auto router = std::make_unique<detail::placement_router>(sys, std::move(self), n->address(),
+                                                           std::move(owner));
   if (!akt::detail::layer_of(sys).set_router(std::move(router))) {
     return error(errc::invalid_argument, "this system has a grain placement already");
   }

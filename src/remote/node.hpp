@@ -38,10 +38,13 @@ namespace akt::remote::detail {
 class association;
 class inbound_link;
 
-// "host:port" parsed.
+// A node's address parsed: "host:port" (IPv6 as "[addr]:port"), or the form
+// actor_system::address() gives, "akt://system@host:port". Every API that names a node takes
+// either, through this one function.
 struct node_address {
   std::string host;
   std::uint16_t port = 0;
+  std::string system;  // from the akt:// form; empty for host:port
 };
 result<node_address> parse_node(std::string_view text);
 // akt://system@host:port/path parsed (path without the leading '/').
