@@ -317,6 +317,18 @@ void association::on_lane_closed(lane l, connection* c, const error& why) {
       unsent.insert(unsent.end(), s.backlog.begin(), s.backlog.end());
       s.backlog.clear();
       dropped = error(errc::system_shutting_down, "the node stopped");
+    } else if (lost_ && !stale) {
+      // The peer is lost (declared lost while this connection was up, or its other lane's
+      // heartbeat failed first): nothing more goes to it. The next send reconnects.
+      if (s.conn) {
+        const connection::figures f = s.conn->stats();
+        frames_out_closed_.fetch_add(f.frames_out, std::memory_order_relaxed);
+        bytes_out_closed_.fetch_add(f.bytes_out, std::memory_order_relaxed);
+        writes_closed_.fetch_add(f.writes, std::memory_order_relaxed);
+      }
+      s.conn.reset();
+      s.state = lane_state::idle;
+      dropped = error(errc::unreachable, key_ + " is lost (" + why.message() + ")");
     } else if (stale) {
       // An old connection: the lane sends on a newer one already, and what this one held would
       // arrive behind what was sent there since.
@@ -452,6 +464,21 @@ void association::lose_peer(const error& why) {
   for (watch& w : watches) {
     akt::detail::cell_of(w.watcher)->post_system(akt::detail::terminated_notice{w.target, reason});
   }
+}
+
+void association::declare_lost(const error& why) {
+  std::vector<std::shared_ptr<connection>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return;
+    for (lane_slot& s : lanes_) {
+      if (s.conn) open.push_back(s.conn);
+    }
+  }
+  lose_peer(why);
+  // Closed after lose_peer set lost_: what they still hold is dead-lettered (on_lane_closed),
+  // not queued again for a node that left.
+  for (auto& c : open) c->close(why);
 }
 
 void association::fail_calls_in(const std::vector<unsigned char>& bytes, const error& why) {

@@ -17,6 +17,9 @@
 //   the backlog's tells are dead-lettered (unreachable: never sent), calls waiting for an
 //   answer fail (connection_lost: they may have run), watchers of the peer's actors get
 //   terminated with node_lost. Later sends are refused (unreachable) and try to connect again.
+// - Membership may declare the peer lost at once (declare_lost): the same outcomes, without
+//   waiting for node_lost_after; a connection that closes while the peer is lost sends nothing
+//   more (its unsent tells are dead-lettered).
 // - A peer that answers the handshake with another incarnation restarted: what belonged to
 //   the old one is lost as above, and proxies of the old incarnation answer dead.
 // - Credits: each user message sent on the ordinary lane counts its frame bytes in flight until
@@ -108,6 +111,13 @@ class association : public std::enable_shared_from_this<association> {
   std::string system_name() const;  // the peer's system name ("" before the handshake)
   // The peer said (in an inbound handshake) that it runs as `incarnation` now.
   void observe_incarnation(std::uint64_t incarnation);
+
+  // Membership says the peer left (remote_node::declare_lost): it is lost now, as if it had
+  // stayed unreachable for node_lost_after (calls written fail connection_lost, the others
+  // unreachable, queued tells are dead-lettered, watchers get terminated with node_lost), and
+  // connections still up to it are closed. Sends are refused (unreachable) until a handshake
+  // with the node succeeds again. Any thread; not under mutex_.
+  void declare_lost(const error& why);
 
   // Watches of the peer's actors by local actors, for the node-lost notice.
   void add_watch(const pid& watcher, const pid& target);

@@ -2,6 +2,7 @@
 // layer calls, lookups, spawns and stops on other nodes, and shutdown.
 
 #include "remote/node.hpp"
+#include "remote/node_lost.hpp"
 
 #include <asio.hpp>
 #include <charconv>
@@ -516,6 +517,27 @@ result<remote_node*> node_of_system(actor_system& sys) {
   return static_cast<remote_node*>(r);
 }
 }  // namespace
+
+error remote_node::declare_lost(std::string_view node, std::string reason) {
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  if (closing()) return errc::system_shutting_down;
+  if (n->host == advertised_host_ && n->port == advertised_port_) {
+    return error(errc::invalid_argument,
+                 "declare_node_lost: " + std::string(node) + " is this node");
+  }
+  // Made if this node never sent there: later sends to it are refused at once too.
+  std::shared_ptr<association> a = association_for(n->host, n->port);
+  if (reason.empty()) reason = "membership says it left";
+  a->declare_lost(error(errc::node_lost, a->key() + ": " + reason));
+  return {};
+}
+
+error declare_node_lost(actor_system& sys, std::string_view node, std::string reason) {
+  result<remote_node*> rn = node_of_system(sys);
+  if (!rn) return rn.error();
+  return (*rn)->declare_lost(node, std::move(reason));
+}
 
 result<message> ask_grain_on(actor_system& sys, std::string_view node, const grain_identity& id,
                              message msg, std::chrono::nanoseconds timeout) {

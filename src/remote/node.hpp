@@ -80,6 +80,8 @@ class remote_node final : public akt::detail::remote_extension {
   result<void> stop_remote(akt::detail::actor_cell* proxy,
                            std::chrono::nanoseconds timeout) override;
   std::vector<peer_stats> peers() const override;
+  // See node_lost.hpp.
+  error declare_lost(std::string_view node, std::string reason);
   void shut_down(std::chrono::steady_clock::time_point deadline,
                  std::vector<std::string>& problems) noexcept override;
 

@@ -1,7 +1,7 @@
 // Naming a node: every API that names one takes the address the system gives out
 // (actor_system::address(), "akt://system@host:port", the key of peer_stats) as well as
 // "host:port": lookup by name, spawn_on, ask_grain_on, tell_grain_on, the grain placement's
-// owner function. With the akt:// form, lookup and spawn_on check the
+// owner function and declare_node_lost. With the akt:// form, lookup and spawn_on check the
 // system name.
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "remote/node.hpp"
+#include "remote/node_lost.hpp"
 #include "remote/remote_support.hpp"
 
 namespace {
@@ -117,6 +118,23 @@ TEST(Remote_NodeAddress, GrainCallsAndPlacementTakeTheAddressTheSystemGivesOut) 
   EXPECT_EQ(akt::active_grains(a.sys)[0].name, "a-1");
   ASSERT_EQ(akt::active_grains(b.sys).size(), 1u);
   EXPECT_EQ(a.sys.peers().size(), 1u);  // a's own address made no peer
+}
+
+TEST(Remote_NodeAddress, DeclareNodeLostTakesEitherForm) {
+  node a{"alpha"}, b{"beta"}, c{"gamma"};
+  ASSERT_TRUE(a.started && b.started && c.started);
+  auto j = std::make_shared<journal>();
+  ASSERT_TRUE(b.sys.spawn<echo>("echo", j));
+  ASSERT_TRUE(c.sys.spawn<echo>("echo", j));
+  auto on_b = a.sys.lookup(b.sys.address(), "echo", 20s);
+  auto on_c = a.sys.lookup(c.where(), "echo", 20s);
+  ASSERT_TRUE(on_b && on_c);
+  ASSERT_FALSE(rd::declare_node_lost(a.sys, b.sys.address(), "test"));
+  ASSERT_FALSE(rd::declare_node_lost(a.sys, c.where(), ""));
+  EXPECT_FALSE(on_b->alive());
+  EXPECT_FALSE(on_c->alive());
+  EXPECT_EQ(rd::declare_node_lost(a.sys, "nowhere", "").code(), errc::invalid_address);
+  EXPECT_EQ(rd::declare_node_lost(a.sys, a.sys.address(), "").code(), errc::invalid_argument);
 }
 
 }  // namespace
