@@ -44,7 +44,7 @@ class association::lane_handler final : public connection::handler {
         }
         up_ = true;
         a->on_lane_up(lane_, c.shared_from_this(), ack.incarnation(), ack.system(),
-                      ack.window_bytes());
+                      ack.window_bytes(), ack.max_frame_bytes());
         return;
       }
       case frame_type::hello_reject: {
@@ -83,6 +83,7 @@ association::association(remote_node& node, std::string host, std::uint16_t port
       host_(std::move(host)),
       port_(port),
       key_(host_ + ":" + std::to_string(port)),
+      max_body_(node.config().max_frame_bytes),
       window_(node.config().window_bytes),
       window_full_(errc::window_full,
                    key_ + ": the window is full (the receivers there are behind)") {
@@ -176,7 +177,8 @@ void association::connect_lane(lane l) {
 }
 
 void association::on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_t incarnation,
-                             std::string system, std::uint64_t window) {
+                             std::string system, std::uint64_t window,
+                             std::uint32_t max_frame_bytes) {
   bool first_up = false;
   std::uint64_t previous = 0;
   {
@@ -196,6 +198,11 @@ void association::on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_
   if (window != 0 && l == lane::ordinary)
     window_.store(std::min<std::uint64_t>(window_.load(std::memory_order_relaxed), window),
                   std::memory_order_relaxed);
+  // Frames queued before the peer said its limit were held to this node's own: those above the
+  // peer's are refused now rather than sent (the peer would close the connection on them).
+  std::vector<unsigned char> oversized;
+  if (max_frame_bytes != 0 && max_frame_bytes < max_body_) max_body_ = max_frame_bytes;
+  for (lane_slot& each : lanes_) take_oversized(each.backlog, max_body_, oversized);
   lane_slot& s = lanes_[static_cast<int>(l)];
   const bool was_lost = lost_;
   lost_ = false;
@@ -222,12 +229,37 @@ void association::on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_
     announced_up_ = true;
     down_since_ = {};
   }
-  if (all_up && first_up) {
-    // Published outside the lock: a subscriber may ask this association for its figures.
-    const std::string address = "akt://" + system_ + "@" + key_;
-    lock.unlock();
-    node_.publish_connected(address, incarnation);
+  const std::string address = "akt://" + system_ + "@" + key_;
+  lock.unlock();
+  if (!oversized.empty()) {
+    const error why(errc::message_too_large, key_ + ": above the frame limit of " +
+                                                 std::to_string(max_frame_bytes) +
+                                                 " bytes the peer announced at its handshake");
+    dead_letter_backlog(oversized, why);
+    fail_calls_in(oversized, why);
   }
+  // Published outside the lock: a subscriber may ask this association for its figures.
+  if (all_up && first_up) node_.publish_connected(address, incarnation);
+}
+
+error association::too_large(std::size_t body) const {
+  return error(errc::message_too_large,
+               key_ + ": a frame of " + std::to_string(body) + " bytes is above the limit of " +
+                   std::to_string(max_body_) + " bytes both nodes accept (max_frame_bytes)");
+}
+
+void association::take_oversized(std::vector<unsigned char>& backlog, std::uint32_t limit,
+                                 std::vector<unsigned char>& out) {
+  bool any = false;
+  for_each_frame(backlog, [&](const frame_header& h, byte_span) { any |= h.length > limit; });
+  if (!any) return;
+  std::vector<unsigned char> kept;
+  kept.reserve(backlog.size());
+  for_each_frame(backlog, [&](const frame_header& h, byte_span frame) {
+    std::vector<unsigned char>& to = h.length > limit ? out : kept;
+    to.insert(to.end(), frame.begin(), frame.end());
+  });
+  backlog.swap(kept);
 }
 
 void association::on_lane_refused(lane l, const error& why) {
@@ -285,6 +317,18 @@ void association::on_lane_closed(lane l, connection* c, const error& why) {
       unsent.insert(unsent.end(), s.backlog.begin(), s.backlog.end());
       s.backlog.clear();
       dropped = error(errc::system_shutting_down, "the node stopped");
+    } else if (lost_ && !stale) {
+      // The peer is lost (declared lost while this connection was up, or its other lane's
+      // heartbeat failed first): nothing more goes to it. The next send reconnects.
+      if (s.conn) {
+        const connection::figures f = s.conn->stats();
+        frames_out_closed_.fetch_add(f.frames_out, std::memory_order_relaxed);
+        bytes_out_closed_.fetch_add(f.bytes_out, std::memory_order_relaxed);
+        writes_closed_.fetch_add(f.writes, std::memory_order_relaxed);
+      }
+      s.conn.reset();
+      s.state = lane_state::idle;
+      dropped = error(errc::unreachable, key_ + " is lost (" + why.message() + ")");
     } else if (stale) {
       // An old connection: the lane sends on a newer one already, and what this one held would
       // arrive behind what was sent there since.
@@ -420,6 +464,21 @@ void association::lose_peer(const error& why) {
   for (watch& w : watches) {
     akt::detail::cell_of(w.watcher)->post_system(akt::detail::terminated_notice{w.target, reason});
   }
+}
+
+void association::declare_lost(const error& why) {
+  std::vector<std::shared_ptr<connection>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return;
+    for (lane_slot& s : lanes_) {
+      if (s.conn) open.push_back(s.conn);
+    }
+  }
+  lose_peer(why);
+  // Closed after lose_peer set lost_: what they still hold is dead-lettered (on_lane_closed),
+  // not queued again for a node that left.
+  for (auto& c : open) c->close(why);
 }
 
 void association::fail_calls_in(const std::vector<unsigned char>& bytes, const error& why) {

@@ -17,11 +17,18 @@
 //   the backlog's tells are dead-lettered (unreachable: never sent), calls waiting for an
 //   answer fail (connection_lost: they may have run), watchers of the peer's actors get
 //   terminated with node_lost. Later sends are refused (unreachable) and try to connect again.
+// - Membership may declare the peer lost at once (declare_lost): the same outcomes, without
+//   waiting for node_lost_after; a connection that closes while the peer is lost sends nothing
+//   more (its unsent tells are dead-lettered).
 // - A peer that answers the handshake with another incarnation restarted: what belonged to
 //   the old one is lost as above, and proxies of the old incarnation answer dead.
 // - Credits: each user message sent on the ordinary lane counts its frame bytes in flight until
 //   the peer grants them back (when the message left its receiver's mailbox); a send that finds
 //   the window full is refused at once (window_full). Memory: window + one frame per lane.
+// - Frame limit: a frame whose body is above the limit both nodes accept (max_body_) is
+//   refused before it is queued (message_too_large; the caller dead-letters it), so the peer
+//   never closes the connection on it; frames queued before the handshake are judged again by
+//   the peer's limit when it is known (tells dead-lettered, asks failed, the rest sent).
 // - Callbacks from connections run on I/O threads and never block.
 
 #include <atomic>
@@ -107,6 +114,13 @@ class association : public std::enable_shared_from_this<association> {
   // The peer said (in an inbound handshake) that it runs as `incarnation` now.
   void observe_incarnation(std::uint64_t incarnation);
 
+  // Membership says the peer left (remote_node::declare_lost): it is lost now, as if it had
+  // stayed unreachable for node_lost_after (calls written fail connection_lost, the others
+  // unreachable, queued tells are dead-lettered, watchers get terminated with node_lost), and
+  // connections still up to it are closed. Sends are refused (unreachable) until a handshake
+  // with the node succeeds again. Any thread; not under mutex_.
+  void declare_lost(const error& why);
+
   // Watches of the peer's actors by local actors, for the node-lost notice.
   void add_watch(const pid& watcher, const pid& target);
   void remove_watch(const pid& watcher, const pid& target);
@@ -135,8 +149,9 @@ class association : public std::enable_shared_from_this<association> {
 
   // Called by the lanes' handlers (I/O threads).
   class lane_handler;
+  // max_frame_bytes: the largest body the peer accepts (its hello_ack; 0: not said).
   void on_lane_up(lane l, std::shared_ptr<connection> c, std::uint64_t incarnation,
-                  std::string system, std::uint64_t window);
+                  std::string system, std::uint64_t window, std::uint32_t max_frame_bytes);
   void on_lane_closed(lane l, connection* c, const error& why);
   void on_lane_refused(lane l, const error& why);
 
@@ -167,12 +182,19 @@ class association : public std::enable_shared_from_this<association> {
   std::uint64_t register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
                               bool control, bool sent);
   akt::detail::reply_route* take_call(std::uint64_t id);
-  // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog.
+  // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog. A
+  // frame whose body is above max_body_ is taken back and refused (message_too_large): the
+  // peer would close the connection on it, and every frame behind it with it.
   template <class F>
   error append_locked(lane l, F&& fill, bool urgent = false);
   // The common part of the two sends above (f: everything but the type id and deadline).
   error send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
                   std::int64_t deadline_ns, const remote_cell* to);
+  // The refusal of a frame of `body` bytes (the cold path of append_locked).
+  error too_large(std::size_t body) const;
+  // Moves the frames of `backlog` whose body is above `limit` to `out` (mutex_ held).
+  static void take_oversized(std::vector<unsigned char>& backlog, std::uint32_t limit,
+                             std::vector<unsigned char>& out);
   // The frames of `bytes` worth sending again on a new connection (messages, answers, control,
   // terminations; not a connection's own handshake, credits and pings).
   static std::vector<unsigned char> resendable(const std::vector<unsigned char>& bytes);
@@ -193,6 +215,10 @@ class association : public std::enable_shared_from_this<association> {
   bool lost_ = false;
   std::atomic<bool> lost_hint_{false};  // lost_, for window_open (written with it, relaxed)
   bool closing_ = false;
+  // The largest frame body both nodes accept: this node's max_frame_bytes, lowered to the
+  // peer's at its handshake. Before the first handshake frames are held to this node's own
+  // limit and judged again by the peer's when the backlog goes out (on_lane_up).
+  std::uint32_t max_body_;
   bool announced_up_ = false;  // peer_connected published, peer_disconnected not yet
   std::chrono::steady_clock::time_point down_since_{};  // a lane went down; epoch: all up
   std::atomic<std::uint64_t> incarnation_{0};       // writer: handshakes under mutex_; readers: any
@@ -233,6 +259,9 @@ class association : public std::enable_shared_from_this<association> {
 template <class F>
 error association::append_locked(lane l, F&& fill, bool urgent) {
   lane_slot& s = lanes_[static_cast<int>(l)];
+  const std::uint32_t max_body = max_body_;
+  // One compare on the length just written: nothing more on the way of a frame that fits.
+  auto oversized = [max_body](std::size_t frame) { return frame > k_header_bytes + max_body; };
   if (s.state == lane_state::up && s.conn) {
     error filled;
     error e = s.conn->send(
@@ -240,6 +269,9 @@ error association::append_locked(lane l, F&& fill, bool urgent) {
           const std::size_t before = out.size();
           byte_writer w(out);
           filled = fill(w);
+          if (!filled && oversized(out.size() - before)) {
+            filled = too_large(out.size() - before - k_header_bytes);
+          }
           if (filled) out.resize(before);
         },
         urgent);
@@ -253,7 +285,11 @@ error association::append_locked(lane l, F&& fill, bool urgent) {
   }
   const std::size_t before = s.backlog.size();
   byte_writer w(s.backlog);
-  if (error filled = fill(w)) {
+  error filled = fill(w);
+  if (!filled && oversized(s.backlog.size() - before)) {
+    filled = too_large(s.backlog.size() - before - k_header_bytes);
+  }
+  if (filled) {
     s.backlog.resize(before);
     return filled;
   }

@@ -65,6 +65,9 @@ class remote_reply_route final : public akt::detail::reply_route {
         if (e) {
           node_.core()->dead_letter(std::move(*value), pid(), pid(),
                                     error(e.code(), "reply to " + to_->key() + ": " + e.message()));
+          // Too large to send: the asker hears why now rather than at its deadline.
+          if (e == errc::message_too_large)
+            send_error(error(e.code(), "the reply: " + e.message()));
         }
         return;
       }

@@ -2,6 +2,7 @@
 // layer calls, lookups, spawns and stops on other nodes, and shutdown.
 
 #include "remote/node.hpp"
+#include "remote/node_lost.hpp"
 
 #include <asio.hpp>
 #include <charconv>
@@ -34,9 +35,24 @@ using akt::detail::context_access;
 // addresses
 
 result<node_address> parse_node(std::string_view text) {
+  constexpr std::string_view scheme = "akt://";
+  std::string_view system;
+  const std::string_view whole = text;
+  if (text.substr(0, scheme.size()) == scheme) {
+    text.remove_prefix(scheme.size());
+    const auto at = text.find('@');
+    if (at == std::string_view::npos || at == 0 || text.find('/') != std::string_view::npos) {
+      return error(
+          errc::invalid_address,
+          "expected akt://system@host:port (a node, no path), got '" + std::string(whole) + "'");
+    }
+    system = text.substr(0, at);
+    text.remove_prefix(at + 1);
+  }
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return error(errc::invalid_address, "expected host:port, got '" + std::string(text) + "'");
+    return error(errc::invalid_address,
+                 "expected host:port or akt://system@host:port, got '" + std::string(whole) + "'");
   }
   std::string_view host = text.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
@@ -47,9 +63,9 @@ result<node_address> parse_node(std::string_view text) {
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
       port > 65535) {
-    return error(errc::invalid_address, "bad port in '" + std::string(text) + "'");
+    return error(errc::invalid_address, "bad port in '" + std::string(whole) + "'");
   }
-  return node_address{std::string(host), static_cast<std::uint16_t>(port)};
+  return node_address{std::string(host), static_cast<std::uint16_t>(port), std::string(system)};
 }
 
 result<actor_address> parse_address(std::string_view text) {
@@ -412,7 +428,7 @@ result<pid> remote_node::lookup(std::string_view node, std::string_view name,
                                 std::chrono::nanoseconds timeout) {
   result<node_address> n = parse_node(node);
   if (!n) return n.error();
-  return lookup_on(*n, {}, name, timeout);
+  return lookup_on(*n, n->system, name, timeout);
 }
 
 result<pid> remote_node::lookup_on(const node_address& node, std::string_view system,
@@ -441,6 +457,17 @@ result<pid> remote_node::spawn_on(std::string_view node, std::string_view kind,
   result<node_address> n = parse_node(node);
   if (!n) return n.error();
   if (error e = akt::detail::validate_actor_name(name)) return e;
+  if (!n->system.empty()) {
+    // Named with its system: spawn nothing on a node that runs another one.
+    if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+    if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+    std::shared_ptr<association> a = association_for(n->host, n->port);
+    if (error e = a->wait_until_up(timeout)) return e;
+    if (a->system_name() != n->system) {
+      return error(errc::invalid_address, "the node at " + a->key() + " runs system '" +
+                                              a->system_name() + "', not '" + n->system + "'");
+    }
+  }
   akt::remote::control req;
   req.mutable_spawn()->set_kind(std::string(kind));
   req.mutable_spawn()->set_name(std::string(name));
@@ -458,7 +485,7 @@ result<void> remote_node::stop_remote(actor_cell* proxy, std::chrono::nanosecond
   akt::remote::control req;
   req.mutable_stop()->set_target_uid(rc->uid());
   result<message> r =
-      control_call(node_address{rc->peer().host(), rc->peer().port()}, req, timeout);
+      control_call(node_address{rc->peer().host(), rc->peer().port(), {}}, req, timeout);
   if (!r) return r.error();
   const auto* reply = r->get_if<akt::remote::control_reply>();
   if (reply == nullptr) return error(errc::protocol_error, "unexpected answer to a stop");
@@ -490,6 +517,27 @@ result<remote_node*> node_of_system(actor_system& sys) {
   return static_cast<remote_node*>(r);
 }
 }  // namespace
+
+error remote_node::declare_lost(std::string_view node, std::string reason) {
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  if (closing()) return errc::system_shutting_down;
+  if (n->host == advertised_host_ && n->port == advertised_port_) {
+    return error(errc::invalid_argument,
+                 "declare_node_lost: " + std::string(node) + " is this node");
+  }
+  // Made if this node never sent there: later sends to it are refused at once too.
+  std::shared_ptr<association> a = association_for(n->host, n->port);
+  if (reason.empty()) reason = "membership says it left";
+  a->declare_lost(error(errc::node_lost, a->key() + ": " + reason));
+  return {};
+}
+
+error declare_node_lost(actor_system& sys, std::string_view node, std::string reason) {
+  result<remote_node*> rn = node_of_system(sys);
+  if (!rn) return rn.error();
+  return (*rn)->declare_lost(node, std::move(reason));
+}
 
 result<message> ask_grain_on(actor_system& sys, std::string_view node, const grain_identity& id,
                              message msg, std::chrono::nanoseconds timeout) {
@@ -543,14 +591,17 @@ namespace {
 // reaches the owner with the ordinary remote machinery.
 class placement_router final : public akt::detail::grain_placement {
  public:
-  placement_router(remote_node& node, std::string self,
+  placement_router(remote_node& node, std::string self, std::string self_address,
                    std::function<std::string(const grain_identity&)> owner)
-      : node_(node), self_(std::move(self)), owner_(std::move(owner)) {}
+      : node_(node),
+        self_(std::move(self)),
+        self_address_(std::move(self_address)),
+        owner_(std::move(owner)) {}
 
   akt::detail::grain_place place(const grain_identity& id) override {
     akt::detail::grain_place at;
     const std::string where = owner_(id);
-    if (where.empty() || where == self_) return at;
+    if (where.empty() || where == self_ || where == self_address_) return at;
     result<node_address> n = parse_node(where);
     if (!n) {
       node_.log(log_level::warning,
@@ -565,7 +616,8 @@ class placement_router final : public akt::detail::grain_placement {
 
  private:
   remote_node& node_;
-  const std::string self_;  // host:port of this node
+  const std::string self_;          // host:port of this node
+  const std::string self_address_;  // akt://system@host:port of this node
   const std::function<std::string(const grain_identity&)> owner_;
 };
 }  // namespace
@@ -677,7 +729,8 @@ error set_grain_placement(actor_system& sys,
   if (!owner) return error(errc::invalid_argument, "an empty placement function");
   auto* n = static_cast<detail::remote_node*>(r);
   std::string self = n->advertised_host() + ":" + std::to_string(n->advertised_port());
-  auto router = std::make_unique<detail::placement_router>(*n, std::move(self), std::move(owner));
+  auto router = std::make_unique<detail::placement_router>(*n, std::move(self), n->address(),
+                                                           std::move(owner));
   if (!akt::detail::install_grain_placement(akt::detail::core_of(sys), std::move(router))) {
     return error(errc::invalid_argument, "this system has a grain placement already");
   }

@@ -38,10 +38,13 @@ namespace akt::remote::detail {
 class association;
 class inbound_link;
 
-// "host:port" parsed.
+// A node's address parsed: "host:port" (IPv6 as "[addr]:port"), or the form
+// actor_system::address() gives, "akt://system@host:port". Every API that names a node takes
+// either, through this one function.
 struct node_address {
   std::string host;
   std::uint16_t port = 0;
+  std::string system;  // from the akt:// form; empty for host:port
 };
 result<node_address> parse_node(std::string_view text);
 // akt://system@host:port/path parsed (path without the leading '/').
@@ -77,6 +80,8 @@ class remote_node final : public akt::detail::remote_extension {
   result<void> stop_remote(akt::detail::actor_cell* proxy,
                            std::chrono::nanoseconds timeout) override;
   std::vector<peer_stats> peers() const override;
+  // See node_lost.hpp.
+  error declare_lost(std::string_view node, std::string reason);
   void shut_down(std::chrono::steady_clock::time_point deadline,
                  std::vector<std::string>& problems) noexcept override;
 

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "remote/node_lost.hpp"
 #include "remote/remote_support.hpp"
 
 extern char** environ;
@@ -90,6 +91,8 @@ class child_node {
     in_ = -1;
     return reap(bound);
   }
+  // SIGSTOP: the process stays, its sockets open, and answers nothing until it is killed.
+  void pause() { ::kill(pid_, SIGSTOP); }
   // SIGKILL now: the process vanishes without closing anything itself.
   void kill_hard() {
     ::kill(pid_, SIGKILL);
@@ -428,6 +431,105 @@ TEST(Remote_Process, TheNodeProcessStopsCleanlyOnSigtermAndWhenItsStdinCloses) {
     EXPECT_EQ(child->close_stdin(), 0);
     EXPECT_EQ(child->rest_of_output(k_bound), "STOPPED\n");
   }
+}
+
+// Membership says a node left (akt::remote::detail::declare_node_lost, what the cluster calls):
+// remoting fails what waits for it at once instead of after node_lost_after. The peer is killed
+// (SIGKILL) with asks written to it and not answered (it was stopped first), then asks and tells
+// wait in the lane's backlog; here heartbeats and node_lost_after are far longer than the test,
+// so only the declaration can end them.
+TEST(Remote_Process, ANodeDeclaredLostFailsItsCallsAndDeadLettersItsTellsAtOnce) {
+  START_CHILD(child, "far", 0);
+  akt::remote_config rc;
+  akt::system_config cfg = node_config(rc);
+  cfg.remote->heartbeat_interval = 60s;
+  cfg.remote->node_lost_after = 120s;
+  register_test_messages();
+  akt::actor_system here("here", cfg);
+  ASSERT_TRUE(here.start());
+  auto target = here.lookup(child->address(), "echo", 20s);
+  ASSERT_TRUE(target) << target.error().message();
+  ASSERT_TRUE(target->ask<ping>(ping{0}, 20s));
+  auto seen = std::make_shared<std::vector<errc>>();
+  auto mu = std::make_shared<std::mutex>();
+  auto w = here.spawn<watcher>("watcher", *target, seen, mu);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->ask<std::string>(std::string("watch"), 20s));
+  ASSERT_TRUE(target->ask<ping>(ping{1}, 20s));  // the watch went before this, on its lane
+  akt::test::collector<akt::dead_letter, std::pair<errc, std::int64_t>> dead(
+      here, [](const akt::dead_letter& d) {
+        const ping* p = d.msg.get_if<ping>();
+        return std::make_pair(d.reason.code(), p != nullptr ? p->n : std::int64_t{-1});
+      });
+  auto messages_out = [&] { return here.peers().at(0).messages_out; };
+
+  // Asks written to the peer, never answered: it is stopped, then killed.
+  child->pause();
+  constexpr int written = 3, queued_asks = 2, queued_tells = 5;
+  std::vector<std::atomic<int>> codes(written + queued_asks);
+  for (auto& c : codes) c.store(0);
+  std::vector<std::jthread> askers;
+  askers.reserve(written + queued_asks);
+  auto ask_into = [&](int i) {
+    askers.emplace_back([&, i] {
+      auto r = target->ask<ping>(ping{100 + i}, 30s);
+      codes[static_cast<std::size_t>(i)].store(r ? -1 : static_cast<int>(r.code()));
+    });
+  };
+  const std::uint64_t base = messages_out();
+  for (int i = 0; i < written; ++i) ask_into(i);
+  ASSERT_TRUE(eventually([&] { return messages_out() >= base + written; }, k_bound));
+  child->kill_hard();
+  ASSERT_TRUE(eventually([&] { return !here.peers().at(0).connected; }, k_bound));
+  // Sent after the connection closed: they wait in the backlog for a reconnect.
+  for (int i = 0; i < queued_tells; ++i) ASSERT_FALSE(target->tell(ping{200 + i}));
+  for (int i = written; i < written + queued_asks; ++i) ask_into(i);
+  ASSERT_TRUE(eventually(
+      [&] { return messages_out() >= base + written + queued_tells + queued_asks; }, k_bound));
+  for (auto& c : codes) EXPECT_EQ(c.load(), 0) << "a call ended before the declaration";
+
+  const auto t0 = clock_type::now();
+  ASSERT_FALSE(akt::remote::detail::declare_node_lost(here, child->address(), "membership: left"));
+  auto all_done = [&] {
+    for (auto& c : codes)
+      if (c.load() == 0) return false;
+    std::lock_guard<std::mutex> lock(*mu);
+    return !seen->empty() && dead.size() >= static_cast<std::size_t>(queued_tells);
+  };
+  ASSERT_TRUE(eventually(all_done, k_bound));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  std::cout << "[ figures  ] calls failed, tells dead-lettered, watcher told " << took.count()
+            << " ms after declare_node_lost\n";
+  EXPECT_LT(took, std::chrono::milliseconds(2000)) << "not at once (node_lost_after is 120 s)";
+  for (int i = 0; i < written; ++i)
+    EXPECT_EQ(codes[static_cast<std::size_t>(i)].load(), static_cast<int>(errc::connection_lost))
+        << "written ask " << i;
+  for (int i = written; i < written + queued_asks; ++i)
+    EXPECT_EQ(codes[static_cast<std::size_t>(i)].load(), static_cast<int>(errc::unreachable))
+        << "queued ask " << i;
+  for (const auto& [code, n] : dead.items()) {
+    if (n >= 200) {
+      EXPECT_EQ(code, errc::unreachable) << "tell " << n;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    ASSERT_EQ(seen->size(), 1u);
+    EXPECT_EQ(seen->front(), errc::node_lost);
+  }
+  // Later sends are refused at once: the old pids answer dead, the address unreachable.
+  EXPECT_FALSE(target->alive());
+  EXPECT_EQ(target->tell(ping{300}).code(), errc::dead);
+  const auto t1 = clock_type::now();
+  auto again = here.lookup(child->address(), "echo", 20s);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.code(), errc::unreachable) << again.error().message();
+  EXPECT_EQ(akt::remote::tell_grain_on(here, child->where(), akt::grain_identity{"k", "n"},
+                                       ping{301}, {.one_way = true})
+                .code(),
+            errc::unreachable);
+  EXPECT_LT(clock_type::now() - t1, 2s);
+  EXPECT_FALSE(here.peers().at(0).connected);
 }
 
 }  // namespace

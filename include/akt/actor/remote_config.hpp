@@ -38,7 +38,11 @@ struct remote_config {
   // 217 us): leave it 0 there.
   std::chrono::microseconds io_poll{0};
   tls_config tls;
-  // A frame whose header announces more is refused and closes its connection.
+  // The largest frame body this node accepts; the peers tell each other theirs at the handshake
+  // and each sends at most the smaller one. A message that encodes above it is refused by its
+  // sender at once (errc::message_too_large) and dead-lettered, the connection kept; one that
+  // was queued before the handshake is judged when the peer's limit is known. (A frame that
+  // arrives above it anyway breaks the protocol and closes its connection.)
   std::uint32_t max_frame_bytes = 4u << 20;
   // Bytes of user messages in flight to one peer (sent, not yet taken from the receivers'
   // mailboxes) before further sends are refused with errc::window_full: the outbound queue's

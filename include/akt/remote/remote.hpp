@@ -57,7 +57,11 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
                     const grain_tell_options& opts);
 }  // namespace detail
 
-// Asks the grain `id` hosted on node "host:port" (activated there on first message, as
+// A node is named as actor_system::address() gives it, "akt://system@host:port", or as
+// "host:port", everywhere below (and in actor_system::spawn_on and lookup(node, name)). With the
+// akt:// form, lookup and spawn_on also check the node's system name; the grain calls do not.
+
+// Asks the grain `id` hosted on node `node` (activated there on first message, as
 // locally). The grain's own errors come back as they would locally; a refusal the node made
 // before any handler ran (it is shutting down, the kind is unknown there) carries the mark
 // the cluster resends on. Blocking: not from a dispatcher worker.
@@ -68,7 +72,7 @@ result<R> ask_grain_on(actor_system& sys, std::string_view node, const grain_ide
       detail::ask_grain_on(sys, node, id, message(std::forward<M>(msg)), timeout));
 }
 
-// Tells the grain `id` on node "host:port": acknowledged (waits for the grain's ack, like
+// Tells the grain `id` on node `node`: acknowledged (waits for the grain's ack, like
 // tell_grain) or one-way (opts.one_way: returns once the message is queued for the node).
 template <class M>
 error tell_grain_on(actor_system& sys, std::string_view node, const grain_identity& id, M&& msg,
@@ -86,8 +90,9 @@ error tell_grain_on(actor_system& sys, std::string_view node, const grain_identi
 error encode_pid(byte_writer& w, const pid& p);
 result<pid> decode_pid(byte_reader& r);
 
-// Routes grain identities to the node that hosts them: owner(id) names a node ("host:port"),
-// or returns "" (or this node's own "host:port") for identities this node hosts. After it,
+// Routes grain identities to the node that hosts them: owner(id) names a node (either form
+// above), or returns "" (or this node's own address, either form) for identities this node
+// hosts. After it,
 // ask_grain, tell_grain and grain_ref sends to an identity owned elsewhere go to that node, as
 // ask_grain_on / tell_grain_on would. This is the seam the cluster fills from its registry; a
 // static owner function (by name prefix, by hash of the name over a fixed list of nodes) is

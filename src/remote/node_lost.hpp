@@ -1,0 +1,24 @@
+#pragma once
+// The entry point by which membership (the cluster module, above remote) tells remoting that a
+// node left, so that what waits for it fails at once instead of after node_lost_after.
+
+#include <string>
+#include <string_view>
+
+#include "akt/actor/actor_system.hpp"
+#include "akt/core/error.hpp"
+
+namespace akt::remote::detail {
+
+// Declares the node at `node` ("host:port" or "akt://system@host:port") lost now, with
+// `reason` (a text for the errors; "" for a default): its calls written to it fail with
+// connection_lost, those not yet written with unreachable, its queued tells are dead-lettered
+// (unreachable, with the reason), watchers of its actors get terminated with node_lost, its
+// pids answer dead, peer_disconnected is published, and connections still open to it are
+// closed. Later sends to that address are refused at once with unreachable until a handshake
+// with it succeeds again (a restarted process, a new incarnation, connects as a new peer).
+// Any thread; does not block on the network. Errors: remoting_disabled, invalid_address,
+// invalid_argument (this node's own address), system_shutting_down.
+error declare_node_lost(actor_system& sys, std::string_view node, std::string reason);
+
+}  // namespace akt::remote::detail
