@@ -92,6 +92,25 @@ result<void> actor_system::start() {
     }
     core_->remote_.store(r->release(), std::memory_order_release);
   }
+  if (core_->config_.cluster) {
+    detail::cluster_factory make = detail::installed_cluster_factory();
+    result<std::unique_ptr<detail::cluster_extension>> c =
+        make == nullptr
+            ? result<std::unique_ptr<detail::cluster_extension>>(
+                  error(errc::invalid_cluster_config,
+                        "the config has a cluster section but the cluster module is not linked "
+                        "(link akt::akt and include <akt/cluster/cluster.hpp>)"))
+        : !core_->config_.remote
+            ? result<std::unique_ptr<detail::cluster_extension>>(
+                  error(errc::invalid_cluster_config,
+                        "cluster: a cluster node needs remoting (system_config::remote)"))
+            : make(core_, *this);
+    if (!c) {
+      (void)stop();
+      return c.error();
+    }
+    core_->cluster_.store(c->release(), std::memory_order_release);
+  }
   return {};
 }
 
@@ -104,6 +123,15 @@ void install_remote_factory(remote_factory f) noexcept {
 }
 remote_factory installed_remote_factory() noexcept {
   return g_remote_factory.load(std::memory_order_acquire);
+}
+namespace {
+std::atomic<cluster_factory> g_cluster_factory{nullptr};
+}
+void install_cluster_factory(cluster_factory f) noexcept {
+  g_cluster_factory.store(f, std::memory_order_release);
+}
+cluster_factory installed_cluster_factory() noexcept {
+  return g_cluster_factory.load(std::memory_order_acquire);
 }
 }  // namespace detail
 
@@ -230,6 +258,9 @@ result<void> actor_system::stop() {
     // 1b. Grains handle what is in their mailboxes and deactivate (actors still running).
     if (auto* g = core_->grains_.load(std::memory_order_acquire))
       g->before_actors_stop(deadline, problems, timed_out);
+    // 1c. The cluster: the node leaves (its lease revoked, its keys gone) while remoting still
+    //     answers, so the others see it leave before its connections close.
+    if (auto* c = core_->cluster()) c->leave(deadline, problems);
   }
   core_->state_.store(detail::run_state::stopping, std::memory_order_seq_cst);
   if (state == detail::run_state::running) {
@@ -256,6 +287,7 @@ result<void> actor_system::stop() {
   // 2b. Remoting: what is queued for peers goes out (or becomes dead letters), then the
   //     connections close and the I/O threads end.
   if (detail::remote_extension* r = core_->remote()) r->shut_down(deadline, problems);
+  if (detail::cluster_extension* c = core_->cluster()) c->shut_down(deadline, problems);
   // Subscriptions hold pids, whose cells hold this core: drop what the stops left behind.
   core_->topics_.clear();
   // 3. Timers, the blocking pool, the dispatcher. Threads stuck in user code are left behind

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actor/cluster_hooks.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/remote_hooks.hpp"
 #include "actor/scheduler.hpp"
@@ -188,6 +189,10 @@ class system_core {
   // outlive stop() still reach it).
   std::atomic<remote_extension*> remote_{nullptr};
   remote_extension* remote() const noexcept { return remote_.load(std::memory_order_acquire); }
+  // The cluster module's extension: written by start() after remote_ (release), when the config
+  // has a cluster section; null otherwise. Owned; deleted with the core, before remote_.
+  std::atomic<cluster_extension*> cluster_{nullptr};
+  cluster_extension* cluster() const noexcept { return cluster_.load(std::memory_order_acquire); }
 
   // Actor kinds registered by name, for spawn_on from other nodes (guarded by kinds_mutex_).
   using actor_factory = std::function<result<pid>(actor_system&, std::string_view name)>;
@@ -226,6 +231,7 @@ class system_core {
  private:
   ~system_core() {
     delete grains_.load(std::memory_order_acquire);
+    delete cluster_.load(std::memory_order_acquire);
     delete remote_.load(std::memory_order_acquire);
   }
   std::atomic<std::uint32_t> refs_{1};

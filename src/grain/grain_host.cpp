@@ -42,6 +42,18 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   reentrancy_mode_ = -1;  // a new activation starts from its options
   timers_stopped_ = false;
   auto& events = sys.events();
+  // A fenced node starts no activation (its lease may be gone, its claims another's).
+  fence_epoch_ = 0;
+  if (const grain_fence* fence = layer_of(sys).fence()) {
+    fence_epoch_ = fence->valid_epoch();
+    if (fence_epoch_ == 0) {
+      timers_stopped_ = true;
+      error fenced(errc::not_owner, "this node is fenced: its cluster lease cannot be proven");
+      if (events.has_subscribers<grain_activation_failed>())
+        events.publish(grain_activation_failed{id, fenced});
+      return error_access::mark_refused(std::move(fenced));
+    }
+  }
   // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
   // gate sees every activation of this node before any of its handlers runs.
   grain_activation_gate* gate = layer_of(sys).gate();
@@ -154,6 +166,24 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
   return e;
 }
 
+bool grain_host_base::fence_holds() const noexcept {
+  if (fence_epoch_ == 0) return true;  // not made under a fence
+  const grain_fence* fence = layer_of(link_.cell->system()).fence();
+  return fence == nullptr || fence->valid_epoch() == fence_epoch_;
+}
+
+void grain_host_base::drop_for_fence(actor_system& sys, actor_cell* cell) {
+  const grain_identity id = identity_of(kind_, cell);
+  end_activation();
+  fence_epoch_ = 0;
+  release_admission(id);
+  auto& events = sys.events();
+  if (events.has_subscribers<grain_deactivated>()) {
+    events.publish(grain_deactivated{
+        id, error(errc::not_owner, "dropped without on_deactivate: the node is fenced")});
+  }
+}
+
 void grain_host_base::release_admission(const grain_identity& id) noexcept {
   if (!std::exchange(admitted_, false)) return;
   if (grain_activation_gate* gate = layer_of(cell()->system()).gate()) gate->released(id);
@@ -195,6 +225,12 @@ void grain_host_base::receive(receive_context& ctx) {
   // message: looked up only on the rare branches that need it, never for a plain user message.
   auto layer_here = [cell]() -> grain_layer& { return layer_of(cell->system()); };
 
+  // Made under a fence (a cluster node): no handler of it starts once the node is fenced or
+  // rejoined under another epoch. Dropped here, the activation is dormant for what follows: a
+  // marker or an idle check ends it, a user message tries a fresh activation (refused while
+  // fenced), a tick is dropped.
+  if (AKT_UNLIKELY(fence_epoch_ != 0) && !fence_holds()) drop_for_fence(ctx.system(), cell);
+
   if (ctx.is<grain_shutdown_marker>()) {
     grain_layer& layer = layer_here();
     deactivate_for_stop(ctx.system(), cell);
@@ -202,6 +238,10 @@ void grain_host_base::receive(receive_context& ctx) {
     // like a send that would activate (below, as it is reached), not handed to a new instance.
     failing_ = errc::system_shutting_down;
     end_if_drained(ctx, cell, layer);  // left the directory already: stops when drained
+    return;
+  }
+  if (ctx.is<grain_nudge>()) {  // the fence check above did the work; an ended one may go
+    if (instance() == nullptr) end_if_drained(ctx, cell, layer_here());
     return;
   }
   if (ctx.is<grain_idle_check>()) {

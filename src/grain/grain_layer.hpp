@@ -76,6 +76,8 @@ struct grain_kind {
 // handle them, and a message's type must be one type for all of them.
 struct grain_idle_check {};
 struct grain_shutdown_marker {};
+// nudge_grains: a turn for the fence check, no handler; may end a dormant activation.
+struct grain_nudge {};
 // A tick of an activation timer: the user's message, wrapped so that the host knows which
 // activation scheduled it and whether it counts as activity.
 struct grain_tick {
@@ -106,7 +108,9 @@ struct grain_host_access {
   static error*& activation_error(grain_host_base& h) noexcept { return h.activation_error_; }
   static directory_link& link(grain_host_base& h) noexcept { return h.link_; }
   // Whether the host has a live instance (not deactivated): a request's continuation runs then.
-  static bool serving(grain_host_base& h) noexcept { return h.instance() != nullptr; }
+  static bool serving(grain_host_base& h) noexcept {
+    return h.instance() != nullptr && h.fence_holds();
+  }
   static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
   static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
   static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
@@ -135,6 +139,11 @@ class grain_layer final : public system_extension {
   // routed send, and per activation.
   grain_placement* placement() const noexcept { return placement_.load(std::memory_order_acquire); }
   grain_activation_gate* gate() const noexcept { return gate_.load(std::memory_order_acquire); }
+  const grain_fence* fence() const noexcept { return fence_.load(std::memory_order_acquire); }
+  bool set_fence(const grain_fence* f) noexcept {
+    const grain_fence* expected = nullptr;
+    return fence_.compare_exchange_strong(expected, f, std::memory_order_acq_rel);
+  }
   // Install p or g (owned); false when one is installed already (the argument is then deleted).
   bool set_placement(std::unique_ptr<grain_placement> p) noexcept { return install(placement_, p); }
   bool set_gate(std::unique_ptr<grain_activation_gate> g) noexcept { return install(gate_, g); }
@@ -402,6 +411,7 @@ class grain_layer final : public system_extension {
   // (acquire). Owned.
   std::atomic<grain_placement*> placement_{nullptr};
   std::atomic<grain_activation_gate*> gate_{nullptr};
+  std::atomic<const grain_fence*> fence_{nullptr};  // as placement_, but not owned
   std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
   std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;

@@ -68,6 +68,25 @@ class grain_activation_gate {
   virtual void released(const grain_identity& id) noexcept = 0;
 };
 
+// Fencing (the cluster's membership): whether this node may still start a grain handler. The
+// grain layer asks before every handler of an activation made under a fence (on_activate,
+// on_receive for messages and timer ticks, on_deactivate, a request's continuation): while the
+// node is fenced, or once it rejoined under a new epoch, the activation is dropped without
+// on_deactivate (as a crashed node's would be) and its messages are refused with a marked
+// errc::not_owner; new activations are refused the same way until it rejoins.
+class grain_fence {
+ public:
+  virtual ~grain_fence() = default;
+  // The node's membership epoch (a small counter of this process, never 0) while its lease is
+  // provably alive; 0 while it is fenced. Any thread, wait-free: a clock read and two loads.
+  virtual std::uint32_t valid_epoch() const noexcept = 0;
+};
+
+// Makes every activation of this node take a turn soon (an internal message that runs no
+// handler): the fence then drops those made under an epoch that is no longer valid, instead of
+// waiting for their next message. Any thread.
+void nudge_grains(system_core* core);
+
 // The message activate_grain sends to the owner of an identity that another node owns: the
 // owner's host activates the grain (as for any first message) and answers `true` without
 // running on_receive. Remoting carries it under the built-in name "akt.grain.activate".
@@ -78,6 +97,9 @@ struct grain_activate_probe {
 // Install the seams (owned by the layer from then on). False when one is installed already.
 bool install_grain_placement(system_core* core, std::unique_ptr<grain_placement> p);
 bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate> g);
+// Not owned: f must outlive every grain turn of the system (the cluster's extension does: it
+// is destroyed with the system's core, after the dispatcher stopped).
+bool install_grain_fence(system_core* core, const grain_fence* f);
 
 // Where id lives now: the one routing function (grain_send.cpp).
 grain_place route_grain(system_core* core, const grain_identity& id);

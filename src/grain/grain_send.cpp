@@ -288,6 +288,19 @@ bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate
   return layer_of(core).set_gate(std::move(g));
 }
 
+void nudge_grains(system_core* core) {
+  grain_layer& layer = layer_of(core);
+  for (const grain_identity& id : layer.active()) {
+    pid p = layer.find_active(id.str());
+    if (actor_cell* c = detail::cell_of(p))
+      (void)detail::deliver(nullptr, c, make_envelope(c, grain_nudge{}));
+  }
+}
+
+bool install_grain_fence(system_core* core, const grain_fence* f) {
+  return layer_of(core).set_fence(f);
+}
+
 namespace {
 // Answers and dead-letters a delivery that did not reach an activation.
 void refuse_delivery(system_core* core, const grain_identity& id, grain_delivery& d, error e) {

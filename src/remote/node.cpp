@@ -533,6 +533,11 @@ error remote_node::declare_lost(std::string_view node, std::string reason) {
   return {};
 }
 
+std::uint64_t local_incarnation(actor_system& sys) noexcept {
+  akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();
+  return r == nullptr ? 0 : static_cast<remote_node*>(r)->incarnation();
+}
+
 error declare_node_lost(actor_system& sys, std::string_view node, std::string reason) {
   result<remote_node*> rn = node_of_system(sys);
   if (!rn) return rn.error();

@@ -2,6 +2,7 @@
 // The entry point by which membership (the cluster module, above remote) tells remoting that a
 // node left, so that what waits for it fails at once instead of after node_lost_after.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,8 @@ namespace akt::remote::detail {
 // Any thread; does not block on the network. Errors: remoting_disabled, invalid_address,
 // invalid_argument (this node's own address), system_shutting_down.
 error declare_node_lost(actor_system& sys, std::string_view node, std::string reason);
+
+// This process's remoting incarnation (the member record carries it); 0 without remoting.
+std::uint64_t local_incarnation(actor_system& sys) noexcept;
 
 }  // namespace akt::remote::detail

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "akt/actor/actor.hpp"
+#include "akt/actor/cluster_config.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
 #include "akt/actor/pid.hpp"
@@ -66,6 +67,9 @@ struct system_config {
   // Remoting (include/akt/remote/remote.hpp): set, the system is a node of a cluster of
   // systems, reachable at akt://<name>@<host>:<port>; unset, it opens no socket.
   std::optional<remote_config> remote = std::nullopt;
+  // Cluster membership (include/akt/cluster/cluster.hpp): set (with remote), the node joins
+  // the cluster at start and leaves it at stop; unset, nothing of the cluster runs.
+  std::optional<cluster_config> cluster = std::nullopt;
 };
 
 // Figures of one actor (actor_system::stats(pid)).

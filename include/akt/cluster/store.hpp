@@ -179,6 +179,16 @@ class store {
                             store_callback<op_outcome> done);
 };
 
+// Where a node's store connection comes from (system_config::cluster::store): the in-process
+// store (akt::cluster::inproc_store) or etcd (akt::etcd::provider). Any thread.
+class store_provider {
+ public:
+  virtual ~store_provider() = default;
+  // A new connection for the node `node_name` (named in errors and logs only). Errors:
+  // cluster_unavailable (the store could not be reached), invalid_cluster_config.
+  virtual result<std::unique_ptr<store>> open_store(std::string_view node_name) = 0;
+};
+
 // How long each store call may take before it completes with cluster_registry_timeout.
 struct store_defaults {
   static constexpr std::chrono::milliseconds call_timeout{2000};

@@ -165,6 +165,12 @@ class grain_host_base : public actor {
   void end_activation() noexcept;
   // Tells the activation gate, once, that the admitted activation ended (no-op otherwise).
   void release_admission(const grain_identity& id) noexcept;
+  // Whether the current activation may still run a handler: true without a fence; else the
+  // node is not fenced and still in the epoch the activation was made under.
+  bool fence_holds() const noexcept;
+  // Drops the current activation without on_deactivate because its node is fenced (or rejoined
+  // under a new epoch), as a crash would: what follows is handled as for a dormant activation.
+  void drop_for_fence(actor_system& sys, actor_cell* cell);
   // Cancels the activation's timers.
   void stop_timers() noexcept;
   // Opens direct sends for the current generation (after an activation succeeded), and closes
@@ -207,6 +213,9 @@ class grain_host_base : public actor {
   std::int8_t reentrancy_mode_ = -1;
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
   bool admitted_ = false;        // turn owner: the activation gate admitted the current one
+  // Turn owner: the membership epoch the current activation was made under (grain_fence);
+  // 0 without a fence, or with no activation: a plain system tests this byte and nothing else.
+  std::uint32_t fence_epoch_ = 0;
   // The mailbox's capacity (0 = unbounded), for the senders' reservations: written by the layer
   // before start, then read-only for the cell's life (a fresh activation in place keeps the
   // mailbox, so it keeps its capacity). 32 bits so that it fits the padding after the flags;

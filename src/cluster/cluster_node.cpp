@@ -1,0 +1,200 @@
+// The cluster module's extension of a system (actor/cluster_hooks.hpp): it checks the cluster
+// section of the config, joins through membership, turns membership's news into events and
+// into remoting's view of its peers, and fences the grain layer.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "actor/cluster_hooks.hpp"
+#include "actor/system_core.hpp"
+#include "akt/actor/actor.hpp"
+#include "akt/cluster/cluster.hpp"
+#include "akt/core/clock.hpp"
+#include "cluster/member_record.hpp"
+#include "cluster/membership.hpp"
+#include "grain/grain_seams.hpp"
+#include "remote/node_lost.hpp"
+
+namespace akt::cluster::detail {
+
+namespace {
+
+struct probe_ping {};
+
+// The dispatcher probe: an actor whose only work is to note when it last ran. Its ping comes
+// from membership's thread; a node whose workers are all stuck never runs it, and stops renewing
+// its lease.
+class dispatcher_probe final : public akt::actor {
+ public:
+  explicit dispatcher_probe(std::shared_ptr<std::atomic<std::int64_t>> last)
+      : last_(std::move(last)) {}
+  void receive(receive_context& ctx) override {
+    if (ctx.is<probe_ping>()) last_->store(akt::detail::now_ns(), std::memory_order_release);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<std::int64_t>> last_;
+};
+
+error invalid(std::string what) { return error(errc::invalid_cluster_config, std::move(what)); }
+
+// The config's own checks, naming the field.
+error check(const cluster_config& c, const std::string& node) {
+  if (!valid_name(c.cluster_name))
+    return invalid("cluster.cluster_name: '" + c.cluster_name + "' is empty or not a name");
+  if (!valid_name(node)) return invalid("cluster.node_name: '" + node + "' is not a name");
+  if (!c.store) return invalid("cluster.store: no store (an inproc_store or akt::etcd::provider)");
+  if (c.lease_ttl < store_limits::min_lease_ttl)
+    return invalid("cluster.lease_ttl: " + std::to_string(c.lease_ttl.count()) +
+                   " s is below the store's minimum of 2 s");
+  if (c.fence_margin.count() < 0 || c.fence_margin * 2 >= c.lease_ttl)
+    return invalid("cluster.fence_margin: must be at least 0 and below lease_ttl / 2");
+  if (c.start_wait.count() <= 0) return invalid("cluster.start_wait: must be positive");
+  for (const auto& r : c.roles)
+    if (!valid_name(r)) return invalid("cluster.roles: '" + r + "' is not a name");
+  for (const auto& k : c.grain_kinds)
+    if (!valid_name(k)) return invalid("cluster.grain_kinds: '" + k + "' is not a name");
+  return {};
+}
+
+class cluster_node final : public akt::detail::cluster_extension, public membership_listener {
+ public:
+  cluster_node(akt::detail::system_core* core, actor_system& sys) : core_(core), sys_(sys) {}
+  ~cluster_node() override {
+    if (membership_) membership_->stop();
+  }
+
+  result<void> start() {
+    const cluster_config& c = *core_->config_.cluster;
+    const std::string address = core_->remote()->address();  // akt://system@host:port
+    const std::string node =
+        c.node_name.empty() ? address.substr(address.find('@') + 1) : c.node_name;
+    if (error e = check(c, node)) return e;
+    result<std::unique_ptr<store>> st = c.store->open_store(node);
+    if (!st) return st.error();
+    membership_settings s;
+    s.cluster = c.cluster_name;
+    s.node = node;
+    s.address = address;
+    s.incarnation = akt::remote::detail::local_incarnation(sys_);
+    s.ttl = c.lease_ttl;
+    s.margin = c.fence_margin;
+    s.start_wait = c.start_wait;
+    s.old_process_gone = c.old_process_gone;
+    s.roles = c.roles;
+    s.kinds = c.grain_kinds;
+    auto probe = sys_.spawn<dispatcher_probe>("akt.cluster.probe", last_probe_);
+    if (!probe) return probe.error();
+    probe_ = *probe;
+    membership_ = std::make_unique<membership>(std::move(s), std::move(*st), *this);
+    if (result<void> r = membership_->join(); !r) {
+      membership_->stop();
+      return r;
+    }
+    if (!akt::detail::install_grain_fence(core_, membership_.get())) {
+      return invalid("cluster: the grain layer has a fence already");
+    }
+    return {};
+  }
+
+  membership& members() { return *membership_; }
+
+  // cluster_extension
+  void leave(std::chrono::steady_clock::time_point deadline,
+             std::vector<std::string>& problems) noexcept override {
+    try {
+      membership_->leave(deadline, problems);
+    } catch (const std::exception& e) {
+      problems.push_back(std::string("cluster: leaving: ") + e.what());
+    }
+  }
+  void shut_down(std::chrono::steady_clock::time_point,
+                 std::vector<std::string>&) noexcept override {
+    membership_->stop();
+  }
+
+  // membership_listener (the store's thread or membership's)
+  void joined(const member& m) override { publish(node_joined{m}); }
+  void left(const member& m) override {
+    // Remoting fails what waits for that node now, instead of after its own loss detection.
+    (void)akt::remote::detail::declare_node_lost(sys_, m.address,
+                                                 "node " + m.name + " left the cluster");
+    publish(node_left{m});
+  }
+  void fenced(lease_id epoch) override {
+    akt::detail::nudge_grains(core_);  // dropped now, not at their next message
+    publish(node_fenced{membership_->self().name, epoch});
+  }
+  void rejoined(lease_id epoch) override {
+    publish(node_rejoined{membership_->self().name, epoch});
+  }
+  void ping_dispatcher() override { (void)probe_.tell(probe_ping{}); }
+  bool dispatcher_healthy(std::int64_t now_ns, std::int64_t within_ns) override {
+    return now_ns - last_probe_->load(std::memory_order_acquire) <= within_ns;
+  }
+
+ private:
+  template <class E>
+  void publish(const E& e) {
+    auto& events = sys_.events();
+    if (events.has_subscribers<E>()) events.publish(e);
+  }
+
+  akt::detail::system_core* const core_;
+  actor_system& sys_;
+  // Written by the probe actor's turns (release), read by membership's thread (acquire).
+  std::shared_ptr<std::atomic<std::int64_t>> last_probe_ =
+      std::make_shared<std::atomic<std::int64_t>>(0);
+  pid probe_;
+  std::unique_ptr<membership> membership_;
+};
+
+result<std::unique_ptr<akt::detail::cluster_extension>> make(akt::detail::system_core* core,
+                                                             actor_system& sys) {
+  auto node = std::make_unique<cluster_node>(core, sys);
+  if (result<void> r = node->start(); !r) return r.error();
+  return std::unique_ptr<akt::detail::cluster_extension>(std::move(node));
+}
+
+cluster_node* node_of(actor_system& sys) {
+  return static_cast<cluster_node*>(akt::detail::core_of(sys)->cluster());
+}
+
+const bool factory_installed = (akt::detail::install_cluster_factory(&make), true);
+
+}  // namespace
+
+}  // namespace akt::cluster::detail
+
+namespace akt::cluster {
+
+std::vector<member> members(actor_system& sys) {
+  detail::cluster_node* n = detail::node_of(sys);
+  return n == nullptr ? std::vector<member>() : n->members().members();
+}
+
+result<void> wait_ready(actor_system& sys, std::chrono::nanoseconds timeout) {
+  detail::cluster_node* n = detail::node_of(sys);
+  if (n == nullptr) return error(errc::invalid_argument, "the system has no cluster section");
+  if (!n->members().wait_ready(timeout)) return errc::request_timeout;
+  return {};
+}
+
+result<member> self(actor_system& sys) {
+  detail::cluster_node* n = detail::node_of(sys);
+  if (n == nullptr) return error(errc::invalid_argument, "the system has no cluster section");
+  return n->members().self();
+}
+
+bool fenced(actor_system& sys) {
+  detail::cluster_node* n = detail::node_of(sys);
+  return n != nullptr && n->members().fenced();
+}
+
+namespace detail {
+bool module_linked() noexcept { return factory_installed; }
+}  // namespace detail
+
+}  // namespace akt::cluster

@@ -1,0 +1,120 @@
+// The member record's text form (member_record.hpp).
+
+#include "cluster/member_record.hpp"
+
+#include <charconv>
+#include <cstdint>
+
+namespace akt::cluster::detail {
+
+namespace {
+
+constexpr std::string_view k_header = "akt-member 1";
+
+void append_list(std::string& out, std::string_view key, const std::vector<std::string>& v) {
+  out.append(key).append("=");
+  for (std::size_t i = 0; i < v.size(); ++i) out.append(i == 0 ? "" : ",").append(v[i]);
+  out.append("\n");
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& out) {
+  if (s.empty() || s.size() > 20) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+bool parse_list(std::string_view s, std::vector<std::string>& out) {
+  out.clear();
+  while (!s.empty()) {
+    const auto comma = s.find(',');
+    const std::string_view item = s.substr(0, comma);
+    if (!valid_name(item)) return false;
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+    if (s.empty()) return false;  // a trailing comma
+  }
+  return true;
+}
+
+}  // namespace
+
+bool valid_name(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 255) return false;
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(s[0])) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.' && c != ':') return false;
+  }
+  return true;
+}
+
+std::string members_prefix(std::string_view cluster) {
+  return "/akt/" + std::string(cluster) + "/v1/members/";
+}
+
+std::string member_key(std::string_view cluster, std::string_view node) {
+  return members_prefix(cluster) + std::string(node);
+}
+
+std::string encode_member(const member& m) {
+  std::string out(k_header);
+  out.append("\naddress=").append(m.address);
+  out.append("\nincarnation=").append(std::to_string(m.incarnation));
+  out.append("\nepoch=").append(std::to_string(m.epoch));
+  out.append("\n");
+  append_list(out, "roles", m.roles);
+  append_list(out, "kinds", m.grain_kinds);
+  out.append("load=").append(std::to_string(m.load)).append("\n");
+  return out;
+}
+
+std::string decode_member(std::string_view name, std::string_view value, member& out) {
+  out = member{};
+  if (!valid_name(name)) return "not a node name";
+  out.name = std::string(name);
+  const auto first = value.find('\n');
+  if (value.substr(0, first) != k_header) return "not an akt member record (version 1)";
+  if (first == std::string_view::npos) return "no fields";
+  value.remove_prefix(first + 1);
+  bool address = false, incarnation = false, epoch = false;
+  while (!value.empty()) {
+    const auto eol = value.find('\n');
+    if (eol == std::string_view::npos) return "a field without its end of line";
+    const std::string_view line = value.substr(0, eol);
+    value.remove_prefix(eol + 1);
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos || eq == 0) return "a line that is not key=value";
+    const std::string_view key = line.substr(0, eq);
+    const std::string_view v = line.substr(eq + 1);
+    std::uint64_t n = 0;
+    if (key == "address") {
+      if (v.rfind("akt://", 0) != 0 || v.find('@') == std::string_view::npos)
+        return "address is not akt://system@host:port";
+      out.address = std::string(v);
+      address = true;
+    } else if (key == "incarnation") {
+      if (!parse_u64(v, n)) return "incarnation is not a number";
+      out.incarnation = n;
+      incarnation = true;
+    } else if (key == "epoch") {
+      if (!parse_u64(v, n) || n == 0 || n > static_cast<std::uint64_t>(INT64_MAX))
+        return "epoch is not a lease id";
+      out.epoch = static_cast<lease_id>(n);
+      epoch = true;
+    } else if (key == "roles") {
+      if (!parse_list(v, out.roles)) return "roles is not a list of names";
+    } else if (key == "kinds") {
+      if (!parse_list(v, out.grain_kinds)) return "kinds is not a list of names";
+    } else if (key == "load") {
+      if (!parse_u64(v, n)) return "load is not a number";
+      out.load = n;
+    }  // else: a field of a later version
+  }
+  if (!address || !incarnation || !epoch) return "address, incarnation or epoch is missing";
+  return {};
+}
+
+}  // namespace akt::cluster::detail
