@@ -36,13 +36,14 @@ void client_core::insert_locked(clock::time_point due, item it) {
 
 void client_core::post_at(clock::time_point due, task run) {
   std::lock_guard lk(mutex_);
-  AKT_ASSERT(!stopping_);
+  // During shutdown only a completion may still call (its call is drained as shutting down).
+  AKT_ASSERT(!stopping_ || on_thread());
   insert_locked(due, item{std::move(run), nullptr, {}, 0, {}});
 }
 
 void client_core::post_reply(task on_time, task timed_out) {
   std::lock_guard lk(mutex_);
-  AKT_ASSERT(!stopping_);
+  AKT_ASSERT(!stopping_ || on_thread());
   const auto delay = std::chrono::milliseconds(delay_ms.load(std::memory_order_relaxed));
   if (delay >= call_timeout_) {
     // The reply would come after the caller gave up: it times out, the operation applied.
@@ -52,11 +53,10 @@ void client_core::post_reply(task on_time, task timed_out) {
   insert_locked(next_reply_due_locked(), item{std::move(on_time), nullptr, {}, 0, {}});
 }
 
-void client_core::post_events(const std::shared_ptr<watcher>& w, std::vector<watch_event> events,
-                              revision header) {
+void client_core::post_pump(const std::shared_ptr<watcher>& w, std::function<watch_batch()> fetch) {
   std::lock_guard lk(mutex_);
   if (stopping_ || w->cancelled || w->end_queued) return;
-  insert_locked(next_reply_due_locked(), item{{}, w, std::move(events), header, {}});
+  insert_locked(next_reply_due_locked(), item{{}, w, std::move(fetch), 0, {}});
 }
 
 void client_core::post_end(const std::shared_ptr<watcher>& w, error why, revision compact_revision,
@@ -67,7 +67,7 @@ void client_core::post_end(const std::shared_ptr<watcher>& w, error why, revisio
   w->end_queued = true;
   const auto due =
       after > std::chrono::milliseconds::zero() ? clock::now() + after : next_reply_due_locked();
-  insert_locked(due, item{{}, w, {}, compact_revision, std::move(why)});
+  insert_locked(due, item{{}, w, nullptr, compact_revision, std::move(why)});
 }
 
 void client_core::cancel(watcher& w) {
@@ -84,7 +84,7 @@ void client_core::shutdown(const std::vector<std::shared_ptr<watcher>>& live) {
     for (const auto& w : live) {
       if (w->cancelled || w->end_queued) continue;
       w->end_queued = true;
-      insert_locked(clock::now(), item{{}, w, {}, 0, error(errc::system_shutting_down)});
+      insert_locked(clock::now(), item{{}, w, nullptr, 0, error(errc::system_shutting_down)});
     }
     stopping_ = true;
     cv_.notify_all();
@@ -120,18 +120,37 @@ void client_core::run_locked(std::unique_lock<std::mutex>& lk, item& it, bool sh
     lk.lock();
     return;
   }
+  if (shutting_down && it.fetch) return;  // batches not yet delivered are dropped at shutdown
+  deliver_locked(lk, it);
+}
+
+void client_core::deliver_locked(std::unique_lock<std::mutex>& lk, item& it) {
   watcher& w = *it.w;
   if (w.cancelled || w.end_ran) return;
-  const bool is_end = static_cast<bool>(it.why);
-  if (!is_end && shutting_down) return;  // batches not yet delivered are dropped at shutdown
-  if (is_end) w.end_ran = true;
-  delivering_ = &w;
+  if (it.fetch && w.end_queued) return;  // the watch is ending: it delivers nothing more
+  delivering_ = &w;  // cancel() on another thread now waits until this delivery is over
   lk.unlock();
-  if (is_end) {
-    w.handler->on_end(std::move(it.why), it.rev);
+  watch_batch b;
+  if (it.fetch) {
+    b = it.fetch();
   } else {
-    w.handler->on_events(it.events, it.rev);
+    b.end = std::move(it.why);
+    b.compact_revision = it.rev;
   }
+  bool run_end = false;
+  if (b.end) {
+    lk.lock();
+    run_end = !w.end_ran && !(it.fetch && w.end_queued);
+    w.end_ran = w.end_ran || run_end;
+    w.end_queued = true;
+    lk.unlock();
+  }
+  if (run_end) {
+    w.handler->on_end(std::move(b.end), b.compact_revision);
+  } else if (!b.end && !b.events.empty()) {
+    w.handler->on_events(b.events, b.header);
+  }
+  it.fetch = nullptr;
   lk.lock();
   delivering_ = nullptr;
   cv_.notify_all();

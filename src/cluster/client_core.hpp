@@ -24,16 +24,32 @@ namespace akt::cluster::detail {
 class client_core;
 
 // One watch. The store's watcher list holds it while the watch is live (it is removed there
-// when it ends or is cancelled); the handle and queued deliveries hold it too.
+// when it ends or is cancelled); the handle and a queued delivery hold it too.
+//
+// Deliveries are pulled, as etcd's unsynced watchers catch up: the store queues at most one
+// pump per watch on its client; the pump, on the client's thread, copies the next batch out of
+// the store's history and delivers it. So a watch holds no events of its own beyond the batch
+// it delivers, and one that falls behind a compaction ends with cluster_compacted.
 struct watcher {
   std::string prefix;
-  revision from = 0;  // events below it are not delivered
+  revision from = 0;
   watch_handler* handler = nullptr;
   std::shared_ptr<client_core> core;  // where its deliveries run
+  // Guarded by the store's mutex:
+  revision next = 0;         // the first revision not yet fetched for delivery
+  bool pump_queued = false;  // a pump is queued: the store queues no second one
   // Guarded by core->mutex_:
   bool cancelled = false;   // cancel() was called: nothing more is delivered
-  bool end_queued = false;  // an on_end is queued: nothing else is queued after it
-  bool end_ran = false;     // on_end ran (or was skipped by cancel): nothing more runs
+  bool end_queued = false;  // an on_end is queued: no pump runs after it
+  bool end_ran = false;     // on_end ran: nothing more runs
+};
+
+// What a pump fetched for one delivery: events (none: nothing to deliver), or the watch's end.
+struct watch_batch {
+  std::vector<watch_event> events;
+  revision header = 0;
+  error end;  // set: the watch ends with this instead
+  revision compact_revision = 0;
 };
 
 // The completion thread of one client and what it runs.
@@ -86,8 +102,9 @@ class client_core {
     });
   }
 
-  void post_events(const std::shared_ptr<watcher>& w, std::vector<watch_event> events,
-                   revision header);
+  // Queues w's pump: fetch() runs on the thread (without mutex_; it takes the store's) and its
+  // batch is delivered, unless w was cancelled or its end queued first.
+  void post_pump(const std::shared_ptr<watcher>& w, std::function<watch_batch()> fetch);
   // Queues w's on_end unless one is queued or w was cancelled; `after` > 0 makes it due then
   // (a watch made while cut off) instead of in reply order.
   void post_end(const std::shared_ptr<watcher>& w, error why, revision compact_revision,
@@ -109,11 +126,11 @@ class client_core {
 
  private:
   struct item {
-    task run;                    // a call's completion; empty for a watch item
-    std::shared_ptr<watcher> w;  // a watch item's watch
-    std::vector<watch_event> events;
-    revision rev = 0;  // header revision (events) or compact revision (end)
-    error why;         // set: an end item
+    task run;                            // a call's completion; empty for a watch item
+    std::shared_ptr<watcher> w;          // a watch item's watch
+    std::function<watch_batch()> fetch;  // set: a pump
+    revision rev = 0;                    // an end item's compact revision
+    error why;                           // set: an end item
   };
   using key = std::pair<clock::time_point, std::uint64_t>;
 
@@ -124,6 +141,7 @@ class client_core {
   void insert_locked(clock::time_point due, item it);
   void loop();
   void run_locked(std::unique_lock<std::mutex>& lk, item& it, bool shutting_down);
+  void deliver_locked(std::unique_lock<std::mutex>& lk, item& it);
 
   const std::string name_;
   const std::chrono::milliseconds call_timeout_;

@@ -11,6 +11,9 @@
 namespace akt::cluster::detail {
 
 namespace {
+// etcd's MaxLeaseTTL (it refuses a longer one): also keeps now + TTL within the clock's range.
+constexpr std::chrono::seconds k_max_lease_ttl{9'000'000'000};
+
 bool has_prefix(std::string_view key, std::string_view prefix) {
   return key.substr(0, prefix.size()) == prefix;
 }
@@ -84,6 +87,10 @@ result<lease_grant> inproc_state::grant(std::chrono::seconds ttl) {
   std::lock_guard lk(mutex_);
   const auto now = clock_->now();
   expire_due_locked(now);
+  if (ttl > k_max_lease_ttl) {
+    return error(errc::invalid_argument,
+                 "lease TTL above " + std::to_string(k_max_lease_ttl.count()) + " s");
+  }
   ttl = std::max(ttl, std::chrono::seconds(store_limits::min_lease_ttl));
   const lease_id id = next_lease_++;
   lease_entry& l = leases_[id];
@@ -236,17 +243,21 @@ void inproc_state::detach_locked(const std::string& key, lease_id lease) {
 
 void inproc_state::publish_locked(revision rev, std::vector<watch_event> events) {
   for (const auto& w : watchers_) {
-    if (rev < w->from) continue;
-    std::vector<watch_event> mine;
-    for (const watch_event& e : events) {
-      if (has_prefix(e.kv.key, w->prefix)) mine.push_back(e);
-    }
-    if (!mine.empty()) w->core->post_events(w, std::move(mine), rev);
+    if (w->pump_queued || rev < w->next) continue;
+    const bool wanted = std::any_of(events.begin(), events.end(), [&](const watch_event& e) {
+      return has_prefix(e.kv.key, w->prefix);
+    });
+    if (wanted) pump_locked(w);
   }
   for (watch_event& e : events) history_.push_back(change{rev, std::move(e)});
   if (history_revisions_ > 0 && current_ - compacted_ > history_revisions_) {
     compact_locked(current_ - history_revisions_);
   }
+}
+
+void inproc_state::pump_locked(const std::shared_ptr<watcher>& w) {
+  w->pump_queued = true;
+  w->core->post_pump(w, [this, w] { return fetch(*w); });
 }
 
 void inproc_state::add_watcher(const std::shared_ptr<watcher>& w) {
@@ -260,23 +271,40 @@ void inproc_state::add_watcher(const std::shared_ptr<watcher>& w) {
     w->core->post_end(w, error(errc::cluster_compacted), compacted_);
     return;
   }
-  // Replay from the history, one batch per revision (the header says how far each reaches).
-  std::vector<watch_event> batch;
-  revision batch_rev = 0;
-  auto flush = [&] {
-    if (!batch.empty()) w->core->post_events(w, std::move(batch), batch_rev);
-    batch.clear();
-  };
-  auto first = std::lower_bound(history_.begin(), history_.end(), w->from,
-                                [](const change& c, revision r) { return c.rev < r; });
-  for (auto it = first; it != history_.end(); ++it) {
-    if (!has_prefix(it->event.kv.key, w->prefix)) continue;
-    if (it->rev != batch_rev) flush();
-    batch_rev = it->rev;
-    batch.push_back(it->event);
-  }
-  flush();
+  w->next = w->from;
   watchers_.push_back(w);
+  if (w->from <= current_) pump_locked(w);  // history to replay (perhaps none under the prefix)
+}
+
+watch_batch inproc_state::fetch(watcher& w) {
+  std::lock_guard lk(mutex_);
+  w.pump_queued = false;
+  watch_batch b;
+  if (w.next < compacted_) {
+    // The watch fell behind a compaction: what it still had to deliver is gone.
+    std::erase_if(watchers_, [&](const auto& p) { return p.get() == &w; });
+    b.end = error(errc::cluster_compacted);
+    b.compact_revision = compacted_;
+    return b;
+  }
+  auto it = std::lower_bound(history_.begin(), history_.end(), w.next,
+                             [](const change& c, revision r) { return c.rev < r; });
+  for (; it != history_.end(); ++it) {
+    if (b.events.size() >= inproc_store_defaults::max_watch_batch && it->rev > b.header) break;
+    if (!has_prefix(it->event.kv.key, w.prefix)) continue;
+    b.events.push_back(it->event);
+    b.header = it->rev;
+  }
+  if (it == history_.end()) {
+    b.header = current_;
+    w.next = current_ + 1;
+  } else {
+    w.next = b.header + 1;
+    for (const auto& p : watchers_) {
+      if (p.get() == &w) pump_locked(p);  // the rest in the next batch
+    }
+  }
+  return b;
 }
 
 void inproc_state::remove_watcher(const watcher& w) {

@@ -29,13 +29,15 @@ namespace akt::cluster::detail {
 //   the clock's advance, the owner's compact). Each takes mutex_ for its own work and queues
 //   what it tells clients on their client_core (lock order: mutex_, then a client's); it never
 //   runs a completion and never waits on a client under mutex_.
-// - Ordering: one total order of writes (the revision); watch batches are queued in revision
-//   order under mutex_, so each watch receives them in that order.
+// - Ordering: one total order of writes (the revision); each watch fetches its batches from the
+//   history in revision order, one pump at a time (watcher's comment).
 // - Leases expire on clock_: every operation first expires the leases due by the clock's
 //   now(), the expiry thread does so when the next one is due (steady clock) or every
 //   clock_poll (other clocks), and a manual clock's advance() does so on its thread.
 // - Memory: keys, leases, the history since the compaction point (bounded by
-//   history_revisions when set), one watcher entry per live watch.
+//   history_revisions when set), one watcher entry per live watch; a watch's events are copied
+//   out of the history only for the batch it delivers (at most max_watch_batch events, more
+//   only when one revision has more).
 class inproc_state final : public store_clock_listener {
  public:
   explicit inproc_state(inproc_store_options options);
@@ -84,6 +86,10 @@ class inproc_state final : public store_clock_listener {
   void detach_locked(const std::string& key, lease_id lease);
   // Records the changes of revision rev and queues them for the watches that want them.
   void publish_locked(revision rev, std::vector<watch_event> events);
+  // Queues w's pump (pump_queued set).
+  void pump_locked(const std::shared_ptr<watcher>& w);
+  // Run by a pump on the watch's client thread: w's next batch from the history.
+  watch_batch fetch(watcher& w);
   void compact_locked(revision r);
   void expiry_loop();
 

@@ -354,6 +354,71 @@ TEST_F(InprocStore, Cancel_WaitsForTheBatchBeingDeliveredOnAnotherThread) {
   EXPECT_TRUE(h.returned);
 }
 
+// A handler that holds its first batch until released.
+struct held_handler : akt::cluster::watch_handler {
+  std::mutex m;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  std::vector<akt::cluster::watch_event> events;
+  bool ended = false;
+  akt::error why;
+  revision compact_revision = 0;
+  void on_events(const std::vector<akt::cluster::watch_event>& batch, revision) override {
+    std::unique_lock lk(m);
+    entered = true;
+    cv.notify_all();
+    cv.wait_for(lk, t::k_bound, [&] { return release; });
+    events.insert(events.end(), batch.begin(), batch.end());
+  }
+  void on_end(akt::error e, revision cr) override {
+    std::lock_guard lk(m);
+    ended = true;
+    why = std::move(e);
+    compact_revision = cr;
+    cv.notify_all();
+  }
+};
+
+TEST_F(InprocStore, Watch_ThatFellBehindACompactionEndsWithClusterCompacted) {
+  held_handler h;
+  auto handle = a_->watch("/", store_.current_revision() + 1, h);
+  create(*b_, "/a");
+  {
+    std::unique_lock lk(h.m);
+    ASSERT_TRUE(h.cv.wait_for(lk, t::k_bound, [&] { return h.entered; }));
+  }
+  create(*b_, "/b");
+  create(*b_, "/c");
+  ASSERT_TRUE(store_.compact(store_.current_revision()));
+  std::unique_lock lk(h.m);
+  h.release = true;
+  h.cv.notify_all();
+  ASSERT_TRUE(h.cv.wait_for(lk, t::k_bound, [&] { return h.ended; }));
+  EXPECT_EQ(h.why.code(), errc::cluster_compacted);
+  EXPECT_EQ(h.compact_revision, store_.compact_revision());
+  ASSERT_EQ(h.events.size(), 1u) << "only the batch delivered before the compaction";
+  EXPECT_EQ(h.events[0].kv.key, "/a");
+}
+
+TEST_F(InprocStore, Watch_DeliversALongHistoryInBoundedBatchesInOrder) {
+  constexpr int k_rounds = 12;
+  constexpr std::size_t k_round = akt::cluster::store_limits::max_ops_per_round;
+  for (int r = 0; r < k_rounds; ++r) {
+    std::vector<akt::cluster::store_op> ops;
+    for (std::size_t i = 0; i < k_round; ++i) {
+      ops.push_back(akt::cluster::store_op::put_if_absent(
+          "/h/" + std::to_string(r) + "/" + std::to_string(i), "v", 0));
+    }
+    ASSERT_TRUE(t::commit(*a_, std::move(ops)));
+  }
+  t::watch_recorder rec;
+  auto h = b_->watch("/h/", 1, rec);
+  ASSERT_TRUE(rec.wait_for_events(k_rounds * k_round));
+  EXPECT_GE(rec.batch_count(), 2u);
+  EXPECT_LE(rec.largest_batch(), akt::cluster::inproc_store_defaults::max_watch_batch + k_round);
+  EXPECT_FALSE(rec.ended());
+}
+
 TEST(InprocStoreLifetime, Client_OutlivesTheStoreObject) {
   auto clock = std::make_shared<manual_clock>();
   std::unique_ptr<inproc_client> c;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -106,6 +107,7 @@ class watch_recorder final : public watch_handler {
     }
     EXPECT_GE(header, last_) << "a header revision below the batch's last event";
     ++batches_;
+    largest_batch_ = std::max(largest_batch_, events.size());
     cv_.notify_all();
   }
   void on_end(error why, revision compact_revision) override {
@@ -134,6 +136,14 @@ class watch_recorder final : public watch_handler {
     std::lock_guard lk(mutex_);
     return events_.size();
   }
+  std::size_t batch_count() const {
+    std::lock_guard lk(mutex_);
+    return batches_;
+  }
+  std::size_t largest_batch() const {
+    std::lock_guard lk(mutex_);
+    return largest_batch_;
+  }
   bool ended() const {
     std::lock_guard lk(mutex_);
     return ended_;
@@ -153,6 +163,7 @@ class watch_recorder final : public watch_handler {
   // All guarded by mutex_:
   std::vector<watch_event> events_;
   std::size_t batches_ = 0;
+  std::size_t largest_batch_ = 0;
   revision last_ = 0;
   bool ended_ = false;
   error why_;

@@ -14,9 +14,10 @@
 // - One global revision, 1 when empty; every round that writes something takes the next one
 //   (a round whose conditions all fail, a revoke or expiry of a lease without keys, writes
 //   nothing and takes none). create_revision, mod_revision and version as etcd keeps them.
-// - Leases: TTLs below store_limits::min_lease_ttl are raised to it; a lease expires on the
-//   store's clock (store_clock.hpp) when its TTL passes without a keep-alive; its keys are
-//   deleted in one revision and watchers get the deletes.
+// - Leases: TTLs below store_limits::min_lease_ttl are raised to it (above etcd's maximum,
+//   9e9 s: errc::invalid_argument); a lease expires on the store's clock (store_clock.hpp)
+//   when its TTL passes without a keep-alive; its keys are deleted in one revision and
+//   watchers get the deletes.
 // - commit: rounds of at most store_limits::max_ops_per_round ops, each atomic with one
 //   revision; every condition of a round is read before any of its writes (a round may not
 //   name one key twice: errc::invalid_argument, as etcd refuses a duplicate key in a txn). An
@@ -24,7 +25,9 @@
 //   which ends the commit: earlier rounds stay applied, later ones are not tried.
 // - History: every change since the compaction point is kept, so a watch from any later
 //   revision replays; compact(r) drops the changes before r and a watch from before r ends
-//   with errc::cluster_compacted. inproc_store_options::history_revisions compacts by itself.
+//   with errc::cluster_compacted, as does a watch whose handler fell so far behind that what it
+//   still had to deliver was compacted. inproc_store_options::history_revisions compacts by
+//   itself.
 //
 // Contract
 // - inproc_store: any thread; compact(), current_revision() and connect() take the store's
@@ -37,7 +40,8 @@
 // - Progress: every call takes the store's mutex for its own work only (a commit of n ops is
 //   O(n log keys) plus the watchers to tell); nothing waits on a client under it.
 // - Memory: the keys, live leases, the history since the compaction point, and per client its
-//   queued completions (each call's outcome and each watch batch until run).
+//   queued completions: each call's outcome until it runs, at most one queued pump per watch
+//   (a watch copies events out of the history only for the batch it delivers).
 
 #include <chrono>
 #include <cstddef>
@@ -62,6 +66,9 @@ struct inproc_store_defaults {
   // Revisions of history kept before the store compacts by itself: bounds the history's
   // memory (every change of the last this many revisions) for a store that runs for days.
   static constexpr revision history_revisions = 100'000;
+  // Events one on_events call carries at most (a revision is never split: one with more
+  // events goes whole): bounds the copy a watch makes under the store's mutex and holds.
+  static constexpr std::size_t max_watch_batch = 1000;
 };
 
 struct inproc_store_options {
