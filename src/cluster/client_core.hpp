@@ -56,15 +56,17 @@ struct watch_batch {
 //
 // Contract
 // - Callers: post_*() from any thread (the caller's, the store's expiry thread, a clock's
-//   advance); under the store's mutex or not (the lock order is store mutex, then this one;
-//   nothing here takes the store's mutex). cancel() from any thread, a completion included.
+//   advance); under the store's mutex or not (the lock order is store mutex, then this one:
+//   the thread takes the store's mutex only in a pump's fetch, with mutex_ released). cancel()
+//   from any thread, a completion included.
 //   shutdown() once, from the owner (the client's destructor), never from the thread itself.
 // - Progress: post and cancel take mutex_ for a queue insert; cancel waits only while that
 //   watch's batch is being delivered on the thread, unless it is that thread.
 // - Ordering: items run by due time, ties in post order. Replies and watch items are due at
 //   max(now + delay, the previous reply's due), so a watch's batches and end keep their order
 //   even when the delay changes; timeouts (cut off, dropped) are due at now + call_timeout.
-// - Memory: one map node per queued item; the thread holds one item while it runs.
+// - Memory: one map node per queued item (a call's outcome, or a watch's single pump or end);
+//   the thread holds one item, and a pump's batch, while it runs.
 class client_core {
  public:
   using clock = std::chrono::steady_clock;

@@ -85,7 +85,8 @@ class manual_clock final : public store_clock {
 
 class function_clock final : public store_clock {
  public:
-  // f is called from any thread (the stores' threads and their callers), concurrently.
+  // f is called from any thread (the stores' threads and their callers), concurrently, under a
+  // store's mutex: it must not block or call a store (testkit::now(sys) reads an atomic).
   explicit function_clock(std::function<time_point()> f) : f_(std::move(f)) {}
   time_point now() const override { return f_(); }
 
