@@ -204,13 +204,27 @@ TEST_F(InprocStore, DelayReplies_PastTheCallTimeoutTimesOutButTheWriteIsApplied)
   EXPECT_TRUE(exists(*a_, "/maybe"));
 }
 
-TEST_F(InprocStore, Commit_ARoundThatNamesAKeyTwiceIsRefused) {
+TEST_F(InprocStore, Commit_ADeleteAfterAnUpdateOfTheKeyRunsBothInOrder) {
+  // Allowed by etcd's duplicate-key rule (a delete may follow a put of its key), and both
+  // conditions are read before the round: the update applies, then the delete.
+  const revision cr = create(*a_, "/u");
+  t::watch_recorder rec;
+  auto h = b_->watch("/", store_.current_revision() + 1, rec);
   std::vector<akt::cluster::store_op> ops;
-  ops.push_back(akt::cluster::store_op::put_if_absent("/dup", "1", 0));
-  ops.push_back(akt::cluster::store_op::put_if_absent("/dup", "2", 0));
-  const revision before = store_.current_revision();
-  EXPECT_EQ(t::commit(*a_, std::move(ops)).code(), errc::invalid_argument);
-  EXPECT_EQ(store_.current_revision(), before);
+  ops.push_back(akt::cluster::store_op::update_if_created_at("/u", "v2", 0, cr));
+  ops.push_back(akt::cluster::store_op::delete_if_created_at("/u", cr));
+  ops.push_back(akt::cluster::store_op::delete_if_created_at("/u", cr));
+  auto r = t::commit(*a_, std::move(ops));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->size(), 3u);
+  for (const auto& o : *r) EXPECT_TRUE(o.succeeded);
+  EXPECT_FALSE(exists(*b_, "/u"));
+  ASSERT_TRUE(rec.wait_for_events(2));
+  auto events = rec.events();
+  ASSERT_EQ(events.size(), 2u) << "the second delete deletes nothing";
+  EXPECT_EQ(events[0].what, akt::cluster::watch_event::kind::put);
+  EXPECT_EQ(events[1].what, akt::cluster::watch_event::kind::del);
+  EXPECT_EQ(events[0].kv.mod_revision, events[1].kv.mod_revision);
 }
 
 TEST_F(InprocStore, Compact_RefusesRevisionsAtOrBelowThePointAndAboveTheCurrent) {

@@ -423,6 +423,33 @@ TEST_P(StoreConformance, Commit_WhereNoConditionHoldsDoesNotAdvanceTheRevision) 
   EXPECT_EQ(header(), before);
 }
 
+TEST_P(StoreConformance, Commit_ARoundThatPutsOneKeyTwiceIsRefused) {
+  const revision before = header();
+  std::vector<akt::cluster::store_op> ops;
+  ops.push_back(akt::cluster::store_op::put_if_absent(key("dup"), "1", 0));
+  ops.push_back(akt::cluster::store_op::put_if_absent(key("dup"), "2", 0));
+  EXPECT_EQ(akt::cluster::testing::commit(main(), std::move(ops)).code(),
+            akt::errc::invalid_argument);
+  auto r = akt::cluster::testing::get(main(), key("dup"));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->kvs.empty());
+  EXPECT_EQ(r->header_revision, before);
+}
+
+TEST_P(StoreConformance, Commit_AFailingConditionIsReportedBeforeItsLeaseIsChecked) {
+  // The cluster claims with put-if-absent on its lease: a claim that finds an owner reports it,
+  // even when the claimant's lease has just gone.
+  const lease_id owner = grant();
+  const lease_id gone = grant();
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), gone));
+  const revision cr = create(key("g"), "owner", owner);
+  auto o = akt::cluster::testing::put_if_absent(main(), key("g"), "late", gone);
+  ASSERT_TRUE(o) << akt::to_string(o.code());
+  EXPECT_FALSE(o->succeeded);
+  EXPECT_EQ(o->current.create_revision, cr);
+  EXPECT_EQ(o->current.lease, owner);
+}
+
 // ---- completions ----
 
 TEST_P(StoreConformance, Completions_NeverRunInsideTheCall) {
