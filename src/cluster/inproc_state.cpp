@@ -45,7 +45,9 @@ void inproc_state::expiry_loop() {
   std::unique_lock lk(mutex_);
   while (!stop_) {
     expire_due_locked(clock_->now());
-    if (!clock_->follows_real_time()) {
+    if (clock_->tells_moves()) {
+      cv_.wait(lk);  // time_moved() expires leases on the thread that moves the clock
+    } else if (!clock_->follows_real_time()) {
       cv_.wait_for(lk, inproc_store_defaults::clock_poll);
     } else if (expiries_.empty()) {
       cv_.wait(lk);
