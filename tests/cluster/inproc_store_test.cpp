@@ -438,6 +438,51 @@ TEST_F(InprocStore, Watch_DeliversALongHistoryInBoundedBatchesInOrder) {
   EXPECT_FALSE(rec.ended());
 }
 
+TEST_F(InprocStore, Stress_ClockAdvancedWhileKeepAlivesAndReadsRun) {
+  // One thread moves the clock in 100 ms steps, one renews the lease, one reads: the lease
+  // lives while it is renewed; once it is reported gone it stays gone, with its key.
+  auto g = t::grant_lease(*a_, 2s);
+  ASSERT_TRUE(g);
+  create(*a_, "/r", g->id);
+  std::atomic<bool> stop{false};
+  std::atomic<bool> gone{false};
+  std::thread mover([&] {
+    for (int i = 0; i < 200 && !stop; ++i) {
+      clock_->advance(100ms);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::thread renewer([&] {
+    while (!stop) {
+      auto ack = t::keep_alive(*a_, g->id);
+      if (!ack) {
+        EXPECT_EQ(ack.code(), errc::lease_not_found);
+        gone = true;
+        return;
+      }
+    }
+  });
+  std::thread reader([&] {
+    while (!stop) {
+      const bool was_gone = gone;
+      auto r = t::get(*b_, "/r");
+      ASSERT_TRUE(r);
+      if (was_gone && !r->kvs.empty()) {
+        // The lease was reported gone before this read began: its key must be gone too.
+        ADD_FAILURE() << "a key outlived its lease";
+        return;
+      }
+    }
+  });
+  mover.join();
+  stop = true;
+  renewer.join();
+  reader.join();
+  if (!gone) {
+    EXPECT_TRUE(t::keep_alive(*a_, g->id));
+  }
+}
+
 TEST(InprocStoreLifetime, Client_OutlivesTheStoreObject) {
   auto clock = std::make_shared<manual_clock>();
   std::unique_ptr<inproc_client> c;

@@ -66,12 +66,14 @@ inline std::string store_param_name(const ::testing::TestParamInfo<store_param>&
 
 }  // namespace akt::cluster::testing
 
-// Instantiates the suite for one store: prefix names the instantiation, name the store (both
-// identifiers), factory makes a store_under_test per test.
-#define AKT_INSTANTIATE_STORE_CONFORMANCE(prefix, name, factory)                                   \
-  INSTANTIATE_TEST_SUITE_P(prefix, StoreConformance,                                               \
-                           ::testing::Values(::akt::cluster::testing::store_param{name, factory}), \
-                           ::akt::cluster::testing::store_param_name)
+// Instantiates the suite for one store: prefix names the instantiation (an identifier), name
+// the store (a string of letters, digits and '_'), and the rest is the factory that makes a
+// store_under_test per test (a lambda; commas in its captures are fine).
+#define AKT_INSTANTIATE_STORE_CONFORMANCE(prefix, name, ...)                      \
+  INSTANTIATE_TEST_SUITE_P(                                                       \
+      prefix, StoreConformance,                                                   \
+      ::testing::Values(::akt::cluster::testing::store_param{name, __VA_ARGS__}), \
+      ::akt::cluster::testing::store_param_name)
 
 // The fixture: a store under test, a unique key prefix, the clients and leases to clean up.
 class StoreConformance : public ::testing::TestWithParam<akt::cluster::testing::store_param> {

@@ -542,3 +542,43 @@ TEST_P(StoreConformance, Stress_ManyCallersOnSeveralThreadsClaimEachKeyOnce) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(rec.event_count(), static_cast<std::size_t>(k_keys)) << "a claim seen twice";
 }
+
+TEST_P(StoreConformance, Stress_WatchesOpenedAndCancelledWhileWritersRun) {
+  // Writers on two clients; a watcher thread keeps opening a watch from the revision it read,
+  // checks that it sees a write made after that read, and cancels it (handle destroyed).
+  constexpr int k_writers = 2;
+  constexpr int k_writes = 150;
+  constexpr int k_watches = 40;
+  std::vector<std::unique_ptr<akt::cluster::store>> clients;
+  for (int i = 0; i < k_writers; ++i) clients.push_back(connect());
+  auto watching = connect();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < k_writers; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < k_writes && !stop; ++i) {
+        auto r = akt::cluster::testing::put_if_absent(
+            *clients[w], key("s/" + std::to_string(w) + "/" + std::to_string(i)), "v", 0);
+        EXPECT_TRUE(r && r->succeeded);
+      }
+    });
+  }
+  for (int i = 0; i < k_watches; ++i) {
+    auto read = akt::cluster::testing::get_prefix(*watching, key("s/"));
+    ASSERT_TRUE(read);
+    akt::cluster::testing::watch_recorder rec;
+    auto h = watching->watch(key("s/"), read->header_revision + 1, rec);
+    const revision mine = create(key("s/mark/" + std::to_string(i)));
+    ASSERT_TRUE(akt::cluster::testing::eventually([&] {
+      for (const auto& e : rec.events()) {
+        if (e.kv.mod_revision == mine) return true;
+      }
+      return false;
+    })) << "a write after the read was not seen";
+    for (const auto& e : rec.events()) EXPECT_GT(e.kv.mod_revision, read->header_revision);
+    h.reset();
+    EXPECT_FALSE(rec.ended());
+  }
+  stop = true;
+  for (auto& th : writers) th.join();
+}
