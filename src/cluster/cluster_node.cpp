@@ -113,6 +113,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   void shut_down(std::chrono::steady_clock::time_point,
                  std::vector<std::string>&) noexcept override {
     membership_->stop();
+    probe_ = pid();  // its cell holds the system's core, which owns this extension
   }
 
   // membership_listener (the store's thread or membership's)

@@ -52,7 +52,10 @@ void inproc_state::expiry_loop() {
     } else if (expiries_.empty()) {
       cv_.wait(lk);
     } else {
-      cv_.wait_until(lk, expiries_.begin()->first);
+      // A copy: wait_until reads its deadline again after waking, and a keep-alive may have
+      // erased that entry meanwhile.
+      const store_clock::time_point next = expiries_.begin()->first;
+      cv_.wait_until(lk, next);
     }
   }
 }

@@ -24,6 +24,10 @@ std::unique_ptr<inproc_client> inproc_store::connect(std::string client_name,
   return std::unique_ptr<inproc_client>(new inproc_client(state_, std::move(client_name), options));
 }
 
+result<std::unique_ptr<store>> inproc_store::open_store(std::string_view node_name) {
+  return std::unique_ptr<store>(connect(std::string(node_name)));
+}
+
 result<void> inproc_store::compact(revision r) { return state_->compact(r); }
 revision inproc_store::current_revision() const { return state_->current_revision(); }
 revision inproc_store::compact_revision() const { return state_->compact_revision(); }

@@ -79,7 +79,9 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   auto left = [&] {
     return nanoseconds(std::max<std::int64_t>(give_up_ns - akt::detail::now_ns(), 1'000'000));
   };
-  const std::int64_t granted_at = akt::detail::now_ns();
+  // The lease is valid from the send time of its grant, and then of each keep-alive the store
+  // acknowledged while the name is waited for.
+  std::int64_t granted_at = akt::detail::now_ns();
   result<lease_grant> g = await<lease_grant>(
       [&](store_callback<lease_grant> done) { store_->grant_lease(settings_.ttl, done); }, left());
   if (!g) {
@@ -128,6 +130,11 @@ result<void> membership::enter(std::int64_t give_up_ns) {
                        "old_process_gone");
     }
     std::this_thread::sleep_for(k_name_poll);
+    // Our own lease must outlive the wait: renew it (nobody else does before the ticker runs).
+    const std::int64_t sent = akt::detail::now_ns();
+    result<keep_alive_ack> renewed = await<keep_alive_ack>(
+        [&](store_callback<keep_alive_ack> done) { store_->keep_alive(g->id, done); }, left());
+    if (renewed) granted_at = sent;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   lease_ = g->id;

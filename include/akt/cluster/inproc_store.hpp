@@ -88,16 +88,20 @@ struct inproc_client_options {
 
 class inproc_client;
 
-class inproc_store {
+// Also a store_provider: a system_config's cluster section may name it (cluster_config::store),
+// and each node of the process then gets a client of its own with the default options.
+class inproc_store final : public store_provider {
  public:
   explicit inproc_store(inproc_store_options options = {});
-  ~inproc_store();
+  ~inproc_store() override;
   inproc_store(const inproc_store&) = delete;
   inproc_store& operator=(const inproc_store&) = delete;
 
   // A new client (a node's connection to the store). The name appears in error details only.
   std::unique_ptr<inproc_client> connect(std::string client_name,
                                          inproc_client_options options = {});
+  // store_provider: connect(node_name) with the default client options.
+  result<std::unique_ptr<store>> open_store(std::string_view node_name) override;
 
   // Drops the history before r: watches from a revision below r end with cluster_compacted.
   // errc::cluster_compacted when r <= the compaction point already; errc::invalid_argument
