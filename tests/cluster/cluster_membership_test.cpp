@@ -144,3 +144,33 @@ TEST(Cluster_Config, AStoreThatDoesNotAnswerAtStartIsAClearErrorWithinTheWait) {
 }
 
 }  // namespace
+
+namespace {
+
+// A lost watch resumes from the last revision seen; a watch whose revision was compacted away
+// reads the members in full again. Either way no join is missed.
+TEST(Cluster_Membership, ALostWatchResumesAndACompactedOneReadsInFullWithoutMissingAJoin) {
+  auto store = std::make_shared<test_store>();
+  akt::actor_system a("a", cluster_node_config(store, "a"));
+  cluster_events seen(a);
+  ASSERT_TRUE(a.start());
+  ASSERT_TRUE(akt::cluster::wait_ready(a, 5s));
+
+  store->client("a")->sever_watches();  // a lost stream: resumed from the last revision
+  akt::actor_system b("b", cluster_node_config(store, "b"));
+  ASSERT_TRUE(b.start());
+  EXPECT_TRUE(eventually([&] { return seen.saw_joined("b"); }, 10s));
+
+  // Cut off briefly (well within the lease): the watch ends and cannot be made again; c joins
+  // and the store compacts past everything a has seen.
+  store->client("a")->cut_off(true);
+  akt::actor_system c("c", cluster_node_config(store, "c"));
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(store->data.compact(store->data.current_revision()));
+  store->client("a")->cut_off(false);
+  EXPECT_TRUE(eventually([&] { return seen.saw_joined("c"); }, 10s));
+  EXPECT_EQ(member_names(a), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(seen.fenced.load(), 0) << "the cut was shorter than the lease";
+}
+
+}  // namespace
