@@ -233,6 +233,36 @@ std::shared_ptr<association> remote_node::association_for(const std::string& hos
   return a;
 }
 
+std::shared_ptr<association> remote_node::association_for_inbound(const std::string& host,
+                                                                  std::uint16_t port) {
+  std::string key = host + ":" + std::to_string(port);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = associations_.find(key);
+  if (it != associations_.end()) return it->second;
+  if (inbound_made_ >= k_max_inbound_peers) return nullptr;
+  ++inbound_made_;
+  auto a = std::make_shared<association>(*this, host, port);
+  associations_.emplace(std::move(key), a);
+  return a;
+}
+
+bool remote_node::claim_verified(const connection& c, const std::string& claimed) const {
+  if (tls_.enabled && tls_.require_peer_certificate) return true;
+  result<node_address> from = parse_node(c.remote_endpoint());
+  if (!from) return false;
+  std::error_code claim_error, from_error;
+  const asio::ip::address said = asio::ip::make_address(claimed, claim_error);
+  const asio::ip::address seen = asio::ip::make_address(from->host, from_error);
+  if (claim_error || from_error) return false;   // a name: nothing here can check it
+  auto plain = [](const asio::ip::address& a) {  // an IPv4 client of a dual-stack listener
+    if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+      return asio::ip::address(asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()));
+    }
+    return a;
+  };
+  return plain(said) == plain(seen);
+}
+
 void remote_node::forget_link(inbound_link* l) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = links_.begin(); it != links_.end(); ++it) {

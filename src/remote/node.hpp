@@ -55,6 +55,12 @@ struct actor_address {
 };
 result<actor_address> parse_address(std::string_view text);
 
+// Bounds the associations (peer table entries, with their proxies, calls and, once used,
+// connections) that inbound handshakes may create over a node's life: anyone who reaches the
+// port can claim any port in a hello. Past it, a hello from an address this node has no
+// association with yet is refused. Associations this node made by sending do not count.
+inline constexpr std::size_t k_max_inbound_peers = 1024;
+
 class remote_node final : public akt::detail::remote_extension {
  public:
   static result<std::unique_ptr<akt::detail::remote_extension>> make(akt::detail::system_core* core,
@@ -100,6 +106,13 @@ class remote_node final : public akt::detail::remote_extension {
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   // The association to the peer at host:port (made on first use).
   std::shared_ptr<association> association_for(const std::string& host, std::uint16_t port);
+  // The same for the address an inbound handshake claims, which a stranger chooses: null when
+  // making it would pass k_max_inbound_peers.
+  std::shared_ptr<association> association_for_inbound(const std::string& host, std::uint16_t port);
+  // Whether this node may take `claimed`, the host an inbound handshake on `c` says it is
+  // reached at, and dial it: under mutual TLS yes (the certificate vouches for the peer), else
+  // only when it is the address the connection came from.
+  bool claim_verified(const connection& c, const std::string& claimed) const;
   // Runs fn on an I/O thread after `delay` of real time (unless the node closed first).
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
   // Logs through the system's logger.
@@ -138,6 +151,7 @@ class remote_node final : public akt::detail::remote_extension {
 
   mutable std::mutex mutex_;  // associations_, links_
   std::unordered_map<std::string, std::shared_ptr<association>> associations_;
+  std::size_t inbound_made_ = 0;  // associations made by association_for_inbound
   std::vector<std::shared_ptr<inbound_link>> links_;
 };
 
