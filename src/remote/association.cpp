@@ -10,7 +10,7 @@
 #include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
-#include "remote/node.hpp"
+#include "remote/peer_services.hpp"
 #include "remote/remote_cell.hpp"
 #include "remote/wire.hpp"
 #include "remote/wire.pb.h"
@@ -78,7 +78,7 @@ class association::lane_handler final : public connection::handler {
 
 // ---------------------------------------------------------------------------------------------
 
-association::association(remote_node& node, std::string host, std::uint16_t port)
+association::association(peer_services& node, std::string host, std::uint16_t port)
     : node_(node),
       host_(std::move(host)),
       port_(port),

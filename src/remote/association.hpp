@@ -56,7 +56,7 @@ class reply_route;
 
 namespace akt::remote::detail {
 
-class remote_node;
+class peer_services;
 class remote_cell;
 
 // Bounds the control lane's backlog while it is down (lookups, watches, answers): past it,
@@ -65,7 +65,7 @@ inline constexpr std::size_t k_control_backlog = 1u << 20;
 
 class association : public std::enable_shared_from_this<association> {
  public:
-  association(remote_node& node, std::string host, std::uint16_t port);
+  association(peer_services& node, std::string host, std::uint16_t port);
   ~association();
 
   const std::string& host() const noexcept { return host_; }
@@ -204,7 +204,7 @@ class association : public std::enable_shared_from_this<association> {
   // Dead letters for the tells in a backlog that will never be sent.
   void dead_letter_backlog(const std::vector<unsigned char>& bytes, const error& why);
 
-  remote_node& node_;
+  peer_services& node_;  // the node, through the narrow interface it gives associations
   const std::string host_;
   const std::uint16_t port_;
   const std::string key_;

@@ -229,8 +229,21 @@ void inbound_link::on_hello(connection& c, byte_span body) {
     reject("the node is shutting down");
     return;
   }
+  // The node answers on its own connections to the address the hello claims: it dials only
+  // an address it can verify, and strangers create a bounded number of peers.
+  if (!node_.claim_verified(c, h.host())) {
+    reject("the hello claims host '" + h.host() + "', but the connection comes from " +
+           c.remote_endpoint() +
+           " (advertise the address peers see, or use mutual TLS to vouch for it)");
+    return;
+  }
+  origin_ = node_.association_for_inbound(h.host(), static_cast<std::uint16_t>(h.port()));
+  if (!origin_) {
+    reject("this node takes no more peers from inbound handshakes (" +
+           std::to_string(k_max_inbound_peers) + ")");
+    return;
+  }
   greeted_.store(true, std::memory_order_release);
-  origin_ = node_.association_for(h.host(), static_cast<std::uint16_t>(h.port()));
   origin_->observe_incarnation(h.incarnation());
   const std::uint64_t window =
       h.window_bytes() != 0 ? h.window_bytes() : node_.config().window_bytes;

@@ -116,7 +116,7 @@ tls_settings tls_of(const tls_config& t) {
 error encode_nothing(const poison_pill&, byte_writer&) { return {}; }
 result<poison_pill> decode_pill(byte_reader&) { return poison_pill{}; }
 
-thread_local remote_node* t_codec_node = nullptr;  // see codec_scope
+thread_local peer_services* t_codec_node = nullptr;  // see codec_scope
 
 // Waits up to `timeout` for the reply a peer sends into `slot` (a new slot this call owns), and
 // frees the slot unless the wait gave up (then it is the completer's). A network round trip:
@@ -132,7 +132,8 @@ result<message> await_reply(akt::detail::reply_slot* slot, std::chrono::nanoseco
 
 remote_node::remote_node(akt::detail::system_core* core, actor_system& sys,
                          const remote_config& cfg)
-    : core_(core), sys_(sys), cfg_(cfg), incarnation_(draw_incarnation()), tls_(tls_of(cfg.tls)) {
+    : peer_services(core, cfg, draw_incarnation()), sys_(sys) {
+  tls_ = tls_of(cfg.tls);
   limits_.max_frame_bytes = cfg.max_frame_bytes;
   limits_.max_pending_bytes = std::max<std::size_t>(cfg.window_bytes * 2, 1u << 20);
   limits_.handshake_timeout = cfg.connect_timeout;
@@ -233,6 +234,36 @@ std::shared_ptr<association> remote_node::association_for(const std::string& hos
   return a;
 }
 
+std::shared_ptr<association> remote_node::association_for_inbound(const std::string& host,
+                                                                  std::uint16_t port) {
+  std::string key = host + ":" + std::to_string(port);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = associations_.find(key);
+  if (it != associations_.end()) return it->second;
+  if (inbound_made_ >= k_max_inbound_peers) return nullptr;
+  ++inbound_made_;
+  auto a = std::make_shared<association>(*this, host, port);
+  associations_.emplace(std::move(key), a);
+  return a;
+}
+
+bool remote_node::claim_verified(const connection& c, const std::string& claimed) const {
+  if (tls_.enabled && tls_.require_peer_certificate) return true;
+  result<node_address> from = parse_node(c.remote_endpoint());
+  if (!from) return false;
+  std::error_code claim_error, from_error;
+  const asio::ip::address said = asio::ip::make_address(claimed, claim_error);
+  const asio::ip::address seen = asio::ip::make_address(from->host, from_error);
+  if (claim_error || from_error) return false;   // a name: nothing here can check it
+  auto plain = [](const asio::ip::address& a) {  // an IPv4 client of a dual-stack listener
+    if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+      return asio::ip::address(asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()));
+    }
+    return a;
+  };
+  return plain(said) == plain(seen);
+}
+
 void remote_node::forget_link(inbound_link* l) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = links_.begin(); it != links_.end(); ++it) {
@@ -255,8 +286,6 @@ void remote_node::publish_disconnected(const std::string& address, const error& 
   if (!events.has_subscribers<peer_disconnected>()) return;
   events.publish(peer_disconnected{address, why});
 }
-
-std::uint64_t remote_node::export_sender(actor_cell* c) { return exports_.export_cell(c); }
 
 // ---------------------------------------------------------------------------------------------
 // the actor layer's hooks
@@ -665,7 +694,8 @@ void remote_node::shut_down(std::chrono::steady_clock::time_point deadline,
 }  // namespace detail
 
 error encode_pid(byte_writer& w, const pid& p) {
-  detail::remote_node* n = detail::t_codec_node;
+  // Only a remote_node sets a codec_scope (peer_services is its base, for associations).
+  auto* n = static_cast<detail::remote_node*>(detail::t_codec_node);
   if (n == nullptr) {
     return error(errc::invalid_argument, "encode_pid outside a send to another node");
   }
@@ -700,7 +730,8 @@ error encode_pid(byte_writer& w, const pid& p) {
 }
 
 result<pid> decode_pid(byte_reader& r) {
-  detail::remote_node* n = detail::t_codec_node;
+  // Only a remote_node sets a codec_scope (peer_services is its base, for associations).
+  auto* n = static_cast<detail::remote_node*>(detail::t_codec_node);
   if (n == nullptr) {
     return error(errc::invalid_argument, "decode_pid outside a message from another node");
   }
@@ -744,7 +775,7 @@ error set_grain_placement(actor_system& sys,
 
 namespace detail {
 
-codec_scope::codec_scope(remote_node* n) noexcept : previous_(std::exchange(t_codec_node, n)) {}
+codec_scope::codec_scope(peer_services* n) noexcept : previous_(std::exchange(t_codec_node, n)) {}
 codec_scope::~codec_scope() { t_codec_node = previous_; }
 
 remote_node& node_of(akt::detail::system_core* core) noexcept {

@@ -27,6 +27,7 @@
 #include "actor/remote_hooks.hpp"
 #include "actor/system_core.hpp"
 #include "remote/exports.hpp"
+#include "remote/peer_services.hpp"
 #include "remote/transport.hpp"
 
 namespace google::protobuf {
@@ -55,7 +56,13 @@ struct actor_address {
 };
 result<actor_address> parse_address(std::string_view text);
 
-class remote_node final : public akt::detail::remote_extension {
+// Bounds the associations (peer table entries, with their proxies, calls and, once used,
+// connections) that inbound handshakes may create over a node's life: anyone who reaches the
+// port can claim any port in a hello. Past it, a hello from an address this node has no
+// association with yet is refused. Associations this node made by sending do not count.
+inline constexpr std::size_t k_max_inbound_peers = 1024;
+
+class remote_node final : public akt::detail::remote_extension, public peer_services {
  public:
   static result<std::unique_ptr<akt::detail::remote_extension>> make(akt::detail::system_core* core,
                                                                      actor_system& sys);
@@ -85,29 +92,23 @@ class remote_node final : public akt::detail::remote_extension {
   void shut_down(std::chrono::steady_clock::time_point deadline,
                  std::vector<std::string>& problems) noexcept override;
 
-  // For associations and inbound links.
-  akt::detail::system_core* core() const noexcept { return core_; }
+  // For inbound links (associations use peer_services only).
   actor_system& system() const noexcept { return sys_; }
-  const remote_config& config() const noexcept { return cfg_; }
-  const std::string& system_name() const noexcept { return core_->name_; }
-  std::uint64_t incarnation() const noexcept { return incarnation_; }
-  const std::string& advertised_host() const noexcept { return advertised_host_; }
-  std::uint16_t advertised_port() const noexcept { return advertised_port_; }
-  io_pool& io() noexcept { return *io_; }
-  const tls_settings& tls() const noexcept { return tls_; }
-  const io_limits& limits() const noexcept { return limits_; }
-  export_table& exports() noexcept { return exports_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   // The association to the peer at host:port (made on first use).
   std::shared_ptr<association> association_for(const std::string& host, std::uint16_t port);
-  // Runs fn on an I/O thread after `delay` of real time (unless the node closed first).
-  void after(std::chrono::milliseconds delay, std::function<void()> fn);
-  // Logs through the system's logger.
-  void log(log_level level, std::string_view text) const;
-  void publish_connected(const std::string& address, std::uint64_t incarnation);
-  void publish_disconnected(const std::string& address, const error& why);
-  // The uid of a local actor sent as a sender or a watcher (0: none, or not alive).
-  std::uint64_t export_sender(akt::detail::actor_cell* c);
+  // The same for the address an inbound handshake claims, which a stranger chooses: null when
+  // making it would pass k_max_inbound_peers.
+  std::shared_ptr<association> association_for_inbound(const std::string& host, std::uint16_t port);
+  // Whether this node may take `claimed`, the host an inbound handshake on `c` says it is
+  // reached at, and dial it: under mutual TLS yes (the certificate vouches for the peer), else
+  // only when it is the address the connection came from.
+  bool claim_verified(const connection& c, const std::string& claimed) const;
+  // peer_services
+  void after(std::chrono::milliseconds delay, std::function<void()> fn) override;
+  void log(log_level level, std::string_view text) const override;
+  void publish_connected(const std::string& address, std::uint64_t incarnation) override;
+  void publish_disconnected(const std::string& address, const error& why) override;
   void forget_link(inbound_link* l);
 
  private:
@@ -121,39 +122,17 @@ class remote_node final : public akt::detail::remote_extension {
                                const google::protobuf::MessageLite& request,
                                std::chrono::nanoseconds timeout);
 
-  akt::detail::system_core* const core_;
   actor_system& sys_;
-  const remote_config cfg_;
-  const std::uint64_t incarnation_;
-  tls_settings tls_;
-  io_limits limits_;
-  std::unique_ptr<io_pool> io_;
   std::unique_ptr<listener> listener_;
-  std::string advertised_host_;
-  std::uint16_t advertised_port_ = 0;
   std::string address_;  // akt://system@host:port
-  // From the incarnation's bits: two incarnations' uids overlap only by chance (export_table).
-  export_table exports_{incarnation_ << 16};
   std::atomic<bool> closing_{false};
 
   mutable std::mutex mutex_;  // associations_, links_
   std::unordered_map<std::string, std::shared_ptr<association>> associations_;
+  std::size_t inbound_made_ = 0;  // associations made by association_for_inbound
   std::vector<std::shared_ptr<inbound_link>> links_;
 };
 
 remote_node& node_of(akt::detail::system_core* core) noexcept;
-
-// The node whose message a serializer is encoding or decoding on this thread, for
-// encode_pid / decode_pid (akt/remote/remote.hpp): set around every serializer call akt makes.
-class codec_scope {
- public:
-  explicit codec_scope(remote_node* n) noexcept;
-  ~codec_scope();
-  codec_scope(const codec_scope&) = delete;
-  codec_scope& operator=(const codec_scope&) = delete;
-
- private:
-  remote_node* previous_;
-};
 
 }  // namespace akt::remote::detail

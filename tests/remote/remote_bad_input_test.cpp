@@ -1,10 +1,11 @@
 // Hostile bytes from a real socket against a running node: a raw TCP connection to the node's
-// port writes garbage, an oversize frame header, a wrong wire version, a truncated hello, or,
-// after a valid hello, frames whose content is wrong (a tell to a uid that does not exist, a
-// payload that does not decode, unknown envelope flags). The node must close a connection that
-// broke the protocol, dead-letter a well-framed message it cannot deliver, never crash, and go
-// on answering asks from a well-behaved node. The frames are built with the module's own
-// encoders (src/remote/frame.hpp, wire.hpp, wire.pb.h).
+// port writes garbage, an oversize frame header, a wrong wire version, a truncated hello, a
+// hello that claims another host than its connection's, hellos that would fill the peer table,
+// or, after a valid hello, frames whose content is wrong (a tell to a uid that does not exist,
+// a payload that does not decode, unknown envelope flags). The node must close a connection
+// that broke the protocol, dead-letter a well-framed message it cannot deliver, never crash,
+// and go on answering asks from a well-behaved node. The frames are built with the module's
+// own encoders (src/remote/frame.hpp, wire.hpp, wire.pb.h).
 
 #include <gtest/gtest.h>
 
@@ -18,12 +19,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "remote/frame.hpp"
+#include "remote/node.hpp"
 #include "remote/raw_wire.hpp"
 #include "remote/remote_cell.hpp"
 #include "remote/remote_support.hpp"
@@ -94,14 +97,15 @@ constexpr auto k_bound = std::chrono::milliseconds(30000);  // sanitizers, 2 sha
 // ---- frames ----
 
 bytes hello_frame(rd::lane on = rd::lane::ordinary, std::uint32_t min_version = 1,
-                  std::uint32_t max_version = 1) {
+                  std::uint32_t max_version = 1, const std::string& host = "127.0.0.1",
+                  std::uint32_t port = 1) {
   akt::remote::hello h;
   h.set_min_version(min_version);
   h.set_max_version(max_version);
   h.set_system("raw");
   h.set_incarnation(0x5eed5eed5eedull);
-  h.set_host("127.0.0.1");
-  h.set_port(1);  // where the node would answer asks: nothing listens there, and no ask is sent
+  h.set_host(host);
+  h.set_port(port);  // where the node would answer asks: nothing listens there, no ask is sent
   h.set_lane(static_cast<std::uint32_t>(on));
   h.set_max_frame_bytes(1u << 20);
   h.set_window_bytes(1u << 20);
@@ -379,6 +383,67 @@ TEST_F(Remote_BadInput, RandomFramesAfterAValidHelloNeverCrashTheNode) {
     (void)raw->write(b);
     ASSERT_TRUE(serves()) << "round " << round;
   }
+}
+
+// A hello says where its sender is reached, and the node answers there on its own connections:
+// a claim it cannot verify (another host than the connection came from, a name) is refused, so
+// nobody who reaches the port can make the node dial an address of their choosing or add a
+// peer it never connects to.
+TEST_F(Remote_BadInput, AHelloClaimingAnotherHostThanItsConnectionIsRefused) {
+  const std::size_t peers_before = target_sys->peers().size();
+  for (const std::string forged : {"10.9.8.7", "192.0.2.1", "localhost", "::1"}) {
+    raw_socket raw(port);
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(raw.write(hello_frame(rd::lane::ordinary, 1, 1, forged, 7400)));
+    rd::frame_header h;
+    bytes body;
+    ASSERT_TRUE(raw.read_frame(h, body, k_bound)) << forged << ": no answer";
+    EXPECT_EQ(h.type, rd::frame_type::hello_reject) << forged;
+    akt::remote::hello_reject rej;
+    EXPECT_EQ(rd::decode_proto(body, rej), "");
+    EXPECT_NE(rej.reason().find("comes from 127.0.0.1"), std::string::npos) << rej.reason();
+    EXPECT_TRUE(raw.wait_closed(k_bound)) << forged;
+  }
+  EXPECT_EQ(target_sys->peers().size(), peers_before) << "a forged hello made a peer";
+  // The claim the connection bears out is taken.
+  auto ok = greeted();
+  EXPECT_EQ(target_sys->peers().size(), peers_before + 1);
+  EXPECT_TRUE(serves());
+}
+
+// Each hello may claim another port: the peers strangers make are bounded, those this node
+// makes by sending are not, and a known peer's hello is always taken.
+TEST_F(Remote_BadInput, StrangersMakeAtMostTheBoundOfPeers) {
+  const auto t0 = clock_type::now();
+  // The well-behaved client's hello made one already.
+  std::size_t made = target_sys->peers().size();
+  auto hello_on = [&](std::uint32_t claimed_port) {
+    raw_socket raw(port);
+    EXPECT_TRUE(raw.connected());
+    EXPECT_TRUE(raw.write(hello_frame(rd::lane::ordinary, 1, 1, "127.0.0.1", claimed_port)));
+    rd::frame_header h;
+    bytes body;
+    EXPECT_TRUE(raw.read_frame(h, body, k_bound)) << "no answer for port " << claimed_port;
+    return h.type;
+  };
+  std::uint32_t claimed = 1;
+  for (; made < rd::k_max_inbound_peers; ++made, ++claimed) {
+    ASSERT_EQ(hello_on(claimed), rd::frame_type::hello_ack) << "port " << claimed;
+  }
+  EXPECT_EQ(hello_on(claimed), rd::frame_type::hello_reject) << "past the bound";
+  EXPECT_EQ(hello_on(1), rd::frame_type::hello_ack) << "a peer it knows";
+  EXPECT_EQ(target_sys->peers().size(), rd::k_max_inbound_peers);
+  // Its own sends still make peers.
+  node other{"other"};
+  ASSERT_TRUE(other.started);
+  ASSERT_TRUE(other.sys.spawn<echo>("echo", j));
+  auto p = target_sys->lookup(other.where(), "echo", 20s);
+  ASSERT_TRUE(p) << p.error().message();
+  EXPECT_TRUE(p->ask<ping>(ping{1}, 20s));
+  EXPECT_EQ(target_sys->peers().size(), rd::k_max_inbound_peers + 1);
+  std::cout << "[ figures  ] " << rd::k_max_inbound_peers << " stranger hellos in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count()
+            << " ms\n";
 }
 
 }  // namespace

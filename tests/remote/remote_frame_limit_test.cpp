@@ -153,6 +153,36 @@ TEST(Remote_FrameLimit, OversizedGrainTellAndAskAreRefusedAndTheSmallOnesArrive)
   EXPECT_EQ(peers[0].reconnects, 0u);
 }
 
+// Answers ping{n} with a string of n bytes.
+struct inflater final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    if (auto* p = ctx.get_if<ping>()) ctx.reply(std::string(static_cast<std::size_t>(p->n), 'r'));
+  }
+};
+
+TEST(Remote_FrameLimit, AReplyAboveTheLimitFailsItsAskAtOnceAndTheConnectionIsKept) {
+  akt::remote_config small;
+  small.max_frame_bytes = 1u << 20;  // alpha takes 1 MiB: beta learns it at its handshake
+  node a{"alpha", small}, b{"beta"};
+  ASSERT_TRUE(a.started && b.started);
+  ASSERT_TRUE(b.sys.spawn<inflater>("inflater"));
+  auto target = a.sys.lookup(b.where(), "inflater", 20s);
+  ASSERT_TRUE(target) << target.error().message();
+  akt::test::collector<akt::dead_letter, dead_item> dead_on_b(b.sys, &project);
+  const auto t0 = clock_type::now();
+  auto big = target->ask<std::string>(ping{2 << 20}, 20s);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.code(), errc::message_too_large) << big.error().message();
+  EXPECT_LT(clock_type::now() - t0, 10s) << "the asker waited for its deadline";
+  ASSERT_TRUE(
+      eventually([&] { return count_too_large(dead_on_b.items(), 2u << 20) >= 1; }, k_bound));
+  auto fits = target->ask<std::string>(ping{1000}, 20s);
+  ASSERT_TRUE(fits) << fits.error().message();
+  EXPECT_EQ(fits->size(), 1000u);
+  for (const auto& p : b.sys.peers()) EXPECT_EQ(p.reconnects, 0u) << p.address;
+  for (const auto& p : a.sys.peers()) EXPECT_EQ(p.reconnects, 0u) << p.address;
+}
+
 // A peer played by hand: it accepts alpha's two lanes, reads their hellos and answers only when
 // the test says, with a frame limit of 1 MiB, so that alpha queues its messages first.
 class fake_peer {

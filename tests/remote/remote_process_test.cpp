@@ -92,7 +92,18 @@ class child_node {
     return reap(bound);
   }
   // SIGSTOP: the process stays, its sockets open, and answers nothing until it is killed.
-  void pause() { ::kill(pid_, SIGSTOP); }
+  // Returns once it has stopped (kill() only sends the signal): false if it did not.
+  bool pause() {
+    if (::kill(pid_, SIGSTOP) != 0) return false;
+    const auto deadline = clock_type::now() + k_bound;
+    for (;;) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
+      if (r == pid_) return WIFSTOPPED(status);
+      if ((r < 0 && errno != EINTR) || clock_type::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   // SIGKILL now: the process vanishes without closing anything itself.
   void kill_hard() {
     ::kill(pid_, SIGKILL);
@@ -464,7 +475,7 @@ TEST(Remote_Process, ANodeDeclaredLostFailsItsCallsAndDeadLettersItsTellsAtOnce)
   auto messages_out = [&] { return here.peers().at(0).messages_out; };
 
   // Asks written to the peer, never answered: it is stopped, then killed.
-  child->pause();
+  ASSERT_TRUE(child->pause());
   constexpr int written = 3, queued_asks = 2, queued_tells = 5;
   std::vector<std::atomic<int>> codes(written + queued_asks);
   for (auto& c : codes) c.store(0);

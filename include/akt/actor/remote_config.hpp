@@ -25,7 +25,10 @@ struct remote_config {
   std::string host = "127.0.0.1";  // address to bind
   std::uint16_t port = 0;          // 0: any free port (actor_system::address() reports it)
   // What peers are told to connect back to (replies travel on this node's own connections to
-  // the asker, so a peer must reach it there). Empty / 0: host and the bound port.
+  // the asker, so a peer must reach it there). Empty / 0: host and the bound port. Without
+  // mutual TLS a peer takes it only when it is an IP address, the one this node's connections
+  // to that peer come from (else the handshake is refused); under mutual TLS the certificate
+  // vouches for it.
   std::string advertised_host;
   std::uint16_t advertised_port = 0;
   unsigned io_threads = 1;  // socket I/O, separate from the dispatcher's workers
