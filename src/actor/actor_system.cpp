@@ -236,7 +236,7 @@ result<void> actor_system::stop() {
   const auto deadline = std::chrono::steady_clock::now() + core_->config_.shutdown_timeout;
   std::vector<std::string> problems;
   bool timed_out = false;
-  if (state == detail::run_state::running) {
+  if (state == detail::run_state::running && !core_->crashing()) {
     // 1. Shutdown hooks, in order, while actors still run (a hook may still talk to them).
     std::vector<detail::system_core::shutdown_hook> hooks;
     {

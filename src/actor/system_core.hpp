@@ -192,6 +192,12 @@ class system_core {
   // The cluster module's extension: written by start() after remote_ (release), when the config
   // has a cluster section; null otherwise. Owned; deleted with the core, before remote_.
   std::atomic<cluster_extension*> cluster_{nullptr};
+  // Set by akt::testkit::crash before it calls stop(): the stop then looks to the other nodes
+  // like a killed process's (no shutdown hooks, no on_deactivate, no claim release, no lease
+  // revoke, nothing flushed to peers). Writer: the crashing thread (release), before stop();
+  // readers: the layers' stop steps on that same thread.
+  std::atomic<bool> crash_requested_{false};
+  bool crashing() const noexcept { return crash_requested_.load(std::memory_order_acquire); }
   cluster_extension* cluster() const noexcept { return cluster_.load(std::memory_order_acquire); }
 
   // Actor kinds registered by name, for spawn_on from other nodes (guarded by kinds_mutex_).

@@ -105,6 +105,10 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   void leave(std::chrono::steady_clock::time_point deadline,
              std::vector<std::string>& problems) noexcept override {
     try {
+      if (core_->crashing()) {
+        membership_->stop();  // keep-alives stop; the lease runs out by itself
+        return;
+      }
       membership_->leave(deadline, problems);
     } catch (const std::exception& e) {
       problems.push_back(std::string("cluster: leaving: ") + e.what());

@@ -258,6 +258,9 @@ class grain_layer final : public system_extension {
 
   void before_actors_stop(std::chrono::steady_clock::time_point deadline,
                           std::vector<std::string>& problems, bool& timed_out) override {
+    // A crash (akt::testkit::crash) drops every grain as a killed process would: no
+    // on_deactivate, no release through the gate.
+    if (core_->crashing()) abandoned_.store(true, std::memory_order_seq_cst);
     closing_.store(true, std::memory_order_seq_cst);
     // Activations still in progress get their marker when they finish (visit's rollback), and
     // the wait below covers them: an activation that succeeds after this point is rolled back

@@ -662,6 +662,8 @@ class placement_router final : public akt::detail::grain_placement {
 void remote_node::shut_down(std::chrono::steady_clock::time_point deadline,
                             std::vector<std::string>& problems) noexcept {
   if (closing_.exchange(true, std::memory_order_acq_rel)) return;
+  // A crash flushes nothing: what was queued for peers is dropped with the connections.
+  if (core()->crashing()) deadline = std::chrono::steady_clock::now();
   try {
     std::vector<std::shared_ptr<association>> all;
     std::vector<std::shared_ptr<inbound_link>> links;
