@@ -14,7 +14,9 @@
 // /etcd. The factory runs once per test; it may return a view of one store shared by all the
 // tests (one etcd per test program): every test writes only under its own random prefix
 // (/t/<test>/<random>/), revokes the leases it granted when it ends, and compacts only at
-// revisions it wrote itself. Tests run one at a time; each bounds every wait (k_bound).
+// revisions it wrote itself. Tests run one at a time; each bounds every wait (k_bound). A few
+// check that a write-less operation leaves the store's revision unchanged, so no other writer
+// may share the store while one runs (run the programs sharing one etcd one after another).
 
 #include <gtest/gtest.h>
 

@@ -261,6 +261,21 @@ TEST_P(StoreConformance, Watch_FromACompactedRevisionEndsWithClusterCompacted) {
   EXPECT_FALSE(again.ended());
 }
 
+TEST_P(StoreConformance, Watch_FromAFutureRevisionStartsThere) {
+  akt::cluster::testing::watch_recorder rec;
+  const revision from = header() + 3;
+  auto h = main().watch(prefix(), from, rec);
+  std::vector<std::string> expected;  // the keys created at `from` or later
+  for (const char* k : {"a", "b", "c", "d"}) {
+    if (create(key(k)) >= from) expected.push_back(key(k));
+  }
+  ASSERT_FALSE(expected.empty());
+  ASSERT_TRUE(rec.wait_for_events(expected.size()));
+  std::vector<std::string> seen;
+  for (const auto& e : rec.events()) seen.push_back(e.kv.key);
+  EXPECT_EQ(seen, expected);
+}
+
 TEST_P(StoreConformance, Watch_CancelStopsTheEvents) {
   akt::cluster::testing::watch_recorder rec;
   akt::cluster::testing::watch_recorder witness;
@@ -357,6 +372,23 @@ TEST_P(StoreConformance, UpdateIfCreatedAt_OverwritesOnlyTheSameCreation) {
   ASSERT_TRUE(missing);
   EXPECT_FALSE(missing->succeeded);
   EXPECT_EQ(missing->current.create_revision, 0);
+}
+
+TEST_P(StoreConformance, UpdateIfCreatedAt_MovesTheKeyToTheLeaseGiven) {
+  const lease_id first = grant();
+  const lease_id second = grant();
+  const revision cr = create(key("g"), "v1", first);
+  auto u = akt::cluster::testing::update_if_created_at(main(), key("g"), "v2", second, cr);
+  ASSERT_TRUE(u && u->succeeded);
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), first));
+  auto r = akt::cluster::testing::get(main(), key("g"));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->kvs.size(), 1u) << "the key went with the lease it left";
+  EXPECT_EQ(r->kvs[0].lease, second);
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), second));
+  r = akt::cluster::testing::get(main(), key("g"));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->kvs.empty()) << "the key stayed after the lease it moved to was revoked";
 }
 
 // ---- batches ----

@@ -82,7 +82,7 @@ struct inproc_store_options {
 
 struct inproc_client_options {
   // How long an unanswered call (cut off, keep-alive dropped, reply delayed past it) waits, in
-  // real time, before it completes with errc::cluster_registry_timeout.
+  // real time, before it completes with errc::cluster_registry_timeout. Above zero.
   std::chrono::milliseconds call_timeout = store_defaults::call_timeout;
 };
 
