@@ -37,6 +37,7 @@
 #include "akt/actor/actor_system.hpp"
 #include "akt/cluster/store.hpp"
 #include "akt/core/result.hpp"
+#include "akt/remote/remote.hpp"  // a cluster node needs remoting: this links its module
 
 namespace akt::cluster {
 
