@@ -28,6 +28,13 @@ void arm_idle_timer(actor_cell* cell, std::chrono::nanoseconds after) {
 // that returned early instead left the cell alive and unlisted for ever: an idle check that the
 // timer thread queued just behind the shutdown marker did that, and stop() then waited for the
 // cell until its timeout.
+// What a message queued behind the shutdown gets: refused before any handler ran, so marked
+// (a caller on another node may send it once more, to the grain's next owner).
+error shutting_down_refusal() {
+  return error_access::mark_refused(
+      error(errc::system_shutting_down, "the grain's node is shutting down"));
+}
+
 void end_if_drained(receive_context& ctx, actor_cell* cell, grain_layer& layer) {
   if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
 }
@@ -236,7 +243,7 @@ void grain_host_base::receive(receive_context& ctx) {
     deactivate_for_stop(ctx.system(), cell);
     // Whatever is queued behind the marker was sent after the shutdown began: it is refused
     // like a send that would activate (below, as it is reached), not handed to a new instance.
-    failing_ = errc::system_shutting_down;
+    failing_ = shutting_down_refusal();
     end_if_drained(ctx, cell, layer);  // left the directory already: stops when drained
     return;
   }
@@ -275,7 +282,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // so those messages reach a fresh activation in arrival order, while timer ticks of the
     // ended activation are dropped and never activate it. Once the shutdown began nothing is
     // activated: they are refused.
-    if (layer.closing()) failing_ = errc::system_shutting_down;
+    if (layer.closing()) failing_ = shutting_down_refusal();
     return;
   }
 
@@ -304,7 +311,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // Only the mailbox (and so its capacity) carries over.
     grain_layer& layer = layer_here();
     if (layer.closing()) {
-      failing_ = errc::system_shutting_down;
+      failing_ = shutting_down_refusal();
     } else {
       settings_ = layer.settings_for_fresh(kind_, mailbox_capacity_);
       if (error e = activate(ctx.system(), cell))

@@ -230,4 +230,25 @@ TEST(Grain_Routing, PlainTellsAsksAndGrainRefSendsStillReachTheOwnerNode) {
   p.expect_reached_b_only(4);
 }
 
+// A blocking ask from an actor's turn stays refused with blocking_on_worker when the grain lives
+// on another node: routing does not turn it into a wait on a worker.
+struct blocking_asker final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    if (!ctx.is<std::string>()) return;
+    auto r = akt::ask_grain<ping>(ctx.system(), {"route.target", "t1"}, ping{1}, 1s);
+    ctx.reply(r ? std::string("answered") : std::string(akt::to_string(r.code())));
+  }
+};
+
+TEST(Grain_Routing, ABlockingAskFromAWorkerIsStillRefusedWhenTheGrainLivesElsewhere) {
+  routed_pair p;
+  auto actor = p.a.sys.spawn<blocking_asker>("asker");
+  ASSERT_TRUE(actor);
+  auto r = actor->ask<std::string>(std::string("go"), 10s);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, "blocking_on_worker");
+  EXPECT_FALSE(p.active_on(p.a.sys));
+  EXPECT_FALSE(p.active_on(p.b.sys)) << "nothing was sent";
+}
+
 }  // namespace
