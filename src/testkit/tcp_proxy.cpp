@@ -261,8 +261,7 @@ struct tcp_proxy::impl {
     open.fetch_sub(1, std::memory_order_relaxed);
     close_socket(l->client, rst);
     close_socket(l->target, rst);
-    l->up.queue.clear();
-    l->down.queue.clear();
+    // The queues stay until the link is freed: an aborted write may still name its chunk.
     links.erase(l.get());  // pending handlers hold their own reference
   }
 
