@@ -174,6 +174,23 @@ TEST(TcpProxy, ListensOnLoopbackAndReportsItsPort) {
   EXPECT_EQ(s.open, 0u);
 }
 
+TEST(TcpProxy, WithoutATargetResetsAndSetTargetServesNewConnections) {
+  echo_server echo;
+  tcp_proxy proxy("127.0.0.1", 0);  // the target is not known yet
+  {
+    client early(proxy.port());
+    ASSERT_TRUE(early.connected());
+    const int e = early.wait_end();
+    EXPECT_TRUE(e == ECONNRESET || e == 0) << "recv ended with " << e;
+  }
+  proxy.set_target("127.0.0.1", echo.port());
+  client c(proxy.port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send("now"));
+  EXPECT_EQ(c.read(3), "now");
+  EXPECT_EQ(proxy.stats().accepted, 2u);
+}
+
 TEST(TcpProxy, PassForwardsBothWaysAndCountsTheBytes) {
   echo_server echo;
   tcp_proxy proxy("127.0.0.1", echo.port());
@@ -280,7 +297,7 @@ TEST(TcpProxy, ResetClosesConnectionsWithRstAndResetsNewOnes) {
     const int e = refused.wait_end();
     EXPECT_TRUE(e == ECONNRESET || e == 0) << "recv ended with " << e;
   }
-  EXPECT_GE(proxy.stats().reset, 2u);
+  EXPECT_TRUE(wait_for([&] { return proxy.stats().reset >= 2; }));
 
   proxy.pass();
   client again(proxy.port());

@@ -85,8 +85,8 @@ class tcp_proxy {
   std::uint16_t port() const noexcept;  // the port it listens on
   std::string address() const;          // "127.0.0.1:<port()>"
 
-  // Where connections accepted from now on are forwarded (those open keep their target). For a
-  // node behind the proxy: the node must advertise the proxy's port, which is known first.
+  // Where connections accepted from now on are forwarded (those open keep their target): for a
+  // server that must be told the proxy's port before its own is known.
   void set_target(std::string host, std::uint16_t port);
 
   void pass();
