@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Builds the frame fuzzer (the `fuzz` preset: clang++-14, libFuzzer with ASan+UBSan) and runs it
-# for N inputs (default 200000) from the seed corpus fuzz/corpus/frame:
+# Builds the fuzzers (the `fuzz` preset: clang++-14, libFuzzer with ASan+UBSan) and runs each
+# from its seed corpus: the frame fuzzer for N inputs (default 200000, fuzz/corpus/frame), then
+# the member record fuzzer for M (default 100000, a few seconds; fuzz/corpus/member_record):
 #
-#   scripts/fuzz.sh            # 200000 runs
-#   scripts/fuzz.sh 5000000    # a longer session
+#   scripts/fuzz.sh                    # 200000 + 100000 runs
+#   scripts/fuzz.sh 5000000 5000000    # a longer session
 #
-# New inputs the fuzzer finds go to build/fuzz/corpus (the committed seeds are only read); a
-# crashing input is written to build/fuzz/artifacts/ and the script fails.
+# New inputs a fuzzer finds go to build/fuzz/corpus/<name> (the committed seeds are only read);
+# a crashing input is written to build/fuzz/artifacts/ and the script fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=${1:-200000}
-if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: scripts/fuzz.sh [N]   (N >= 1: how many inputs to run)" >&2
+member_runs=${2:-100000}
+if ! [[ "$runs" =~ ^[1-9][0-9]*$ && "$member_runs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: scripts/fuzz.sh [N [M]]   (N, M >= 1: inputs for the frame, member record fuzzers)" >&2
   exit 2
 fi
 if ! command -v clang++-14 >/dev/null 2>&1; then
@@ -20,10 +22,14 @@ if ! command -v clang++-14 >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "==> fuzz: configure and build akt_fuzz_frame"
+echo "==> fuzz: configure and build akt_fuzz_frame and akt_fuzz_member_record"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target akt_fuzz_frame
-mkdir -p build/fuzz/corpus build/fuzz/artifacts
-echo "==> fuzz: ${runs} runs"
+cmake --build --preset fuzz --target akt_fuzz_frame akt_fuzz_member_record
+mkdir -p build/fuzz/corpus/frame build/fuzz/corpus/member_record build/fuzz/artifacts
+echo "==> fuzz: frame, ${runs} runs"
 ./build/fuzz/fuzz/akt_fuzz_frame -runs="$runs" -artifact_prefix=build/fuzz/artifacts/ \
-  -print_final_stats=1 build/fuzz/corpus fuzz/corpus/frame
+  -print_final_stats=1 build/fuzz/corpus/frame fuzz/corpus/frame
+echo "==> fuzz: member record, ${member_runs} runs"
+./build/fuzz/fuzz/akt_fuzz_member_record -runs="$member_runs" \
+  -artifact_prefix=build/fuzz/artifacts/member_record- -print_final_stats=1 \
+  build/fuzz/corpus/member_record fuzz/corpus/member_record

@@ -19,4 +19,4 @@ for preset in dev tsan; do
   fi
 done
 ./scripts/fuzz.sh
-echo "==> all tests passed under ASan+UBSan and TSan, and the frame fuzzer found nothing"
+echo "==> all tests passed under ASan+UBSan and TSan, and the fuzzers found nothing"
