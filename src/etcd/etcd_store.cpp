@@ -50,6 +50,14 @@ struct channel_tuning {
   static constexpr int keepalive_time_ms = 10000;
   // The largest answer accepted (a full read of a large prefix); gRPC's default is 4 MiB.
   static constexpr int max_receive_bytes = 256 << 20;
+  // The most request bytes one commit round carries (estimated: each nested txn holds its key
+  // three times, its value and some framing) before the rest goes in another round: etcd's
+  // default --max-request-bytes is 1.5 MiB, so a batch of large values is split instead of
+  // refused. One op larger than that still goes alone (and etcd refuses it: invalid_argument).
+  static constexpr std::size_t max_round_bytes = 1 << 20;
+  static std::size_t op_bytes(const store_op& op) {
+    return 3 * op.key.size() + op.value.size() + 64;
+  }
 };
 
 class etcd_store;
@@ -230,6 +238,13 @@ error etcd_store::map_status(const grpc::Status& s, std::string_view what) {
       return error(errc::protocol_error, detail);
     case grpc::StatusCode::INVALID_ARGUMENT:
       return error(errc::invalid_argument, detail);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      // etcd's "too many requests" (overloaded: try again later); otherwise a message over a
+      // size limit, which the same request meets again.
+      if (msg.find("too many requests") != std::string::npos) {
+        return error(errc::cluster_registry_timeout, detail);
+      }
+      return error(errc::invalid_argument, detail);
     default:
       return error(errc::protocol_error,
                    detail + " (gRPC status " + std::to_string(s.error_code()) + ")");
@@ -290,7 +305,8 @@ std::unique_ptr<unary_op<Resp, T>> make_unary(etcd_store& s, const char* what,
 }
 
 // One keep-alive round trip on a LeaseKeepAlive stream of its own: start, write the lease id,
-// close the writing side, read the one answer, finish.
+// close the writing side, read the one answer, finish. One step outstanding at a time, each
+// run on the completion thread; deadline call_timeout for the whole round trip.
 class keep_alive_op final : public op {
  public:
   keep_alive_op(etcd_store& s, lease_id id, store_callback<keep_alive_ack> done)
@@ -360,20 +376,27 @@ class keep_alive_op final : public op {
 };
 
 // A commit: its rounds one after the other, each one Txn (store_limits::max_ops_per_round
-// nested txns at most, and no key twice: etcd refuses a txn that writes a key twice).
+// nested txns at most, channel_tuning::max_round_bytes, and no key twice: etcd refuses a txn
+// that writes a key twice). Runs on the completion thread after start(); cancel() under the
+// store's mutex, which also guards the swap of ctx_ between rounds.
 class commit_op final : public op {
  public:
   commit_op(etcd_store& s, std::vector<store_op> ops, store_callback<std::vector<op_outcome>> done)
       : op(s), ops_(std::move(ops)), done_(std::move(done)) {
     std::unordered_set<std::string_view> keys;
+    std::size_t bytes = 0;
     for (std::size_t i = 0; i < ops_.size(); ++i) {
       const std::size_t begin = ends_.empty() ? 0 : ends_.back();
+      const std::size_t size = channel_tuning::op_bytes(ops_[i]);
       if (i - begin == cluster::store_limits::max_ops_per_round ||
+          (i > begin && bytes + size > channel_tuning::max_round_bytes) ||
           !keys.insert(ops_[i].key).second) {
         ends_.push_back(i);
         keys.clear();
         keys.insert(ops_[i].key);
+        bytes = 0;
       }
+      bytes += size;
     }
     ends_.push_back(ops_.size());
     outcomes_.reserve(ops_.size());

@@ -191,6 +191,24 @@ TEST_F(EtcdStore, CommitSplitsLargeBatchesIntoRoundsOf127) {
   }
 }
 
+TEST_F(EtcdStore, CommitOfLargeValuesIsSplitBelowEtcdsRequestLimit) {
+  AKT_ETCD_STORE_OR_SKIP(s);
+  // 4 x 600 KiB: far over etcd's default 1.5 MiB request limit in one txn.
+  std::vector<store_op> ops;
+  for (int i = 0; i < 4; ++i) {
+    ops.push_back(store_op::put_if_absent(test_prefix() + std::to_string(i),
+                                          std::string(600 * 1024, 'x'), 0));
+  }
+  auto outcomes = commit(*s, ops);
+  ASSERT_TRUE(outcomes) << outcomes.error().message();
+  ASSERT_EQ(outcomes->size(), 4u);
+  for (const auto& o : *outcomes) EXPECT_TRUE(o.succeeded);
+  auto all = get_prefix(*s, test_prefix());
+  ASSERT_TRUE(all) << all.error().message();
+  ASSERT_EQ(all->kvs.size(), 4u);
+  EXPECT_EQ(all->kvs[3].value.size(), 600u * 1024);
+}
+
 TEST_F(EtcdStore, CommitWithAKeyTwiceAppliesBothInOrder) {
   AKT_ETCD_STORE_OR_SKIP(s);
   const auto key = test_prefix() + "twice";
