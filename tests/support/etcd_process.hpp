@@ -112,10 +112,11 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::string& log)
   return pid;
 }
 
-// One HTTP GET of /health on the client port, bounded by 1 s: true on {"health":"true"}.
-inline bool healthy(int port) {
+// One HTTP/1.0 GET of path on the loopback port, bounded by 1 s: the whole answer, or "" when
+// there was none.
+inline std::string http_get(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return {};
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -128,26 +129,34 @@ inline bool healthy(int port) {
     pollfd p{fd, events, 0};
     return ::poll(&p, 1, static_cast<int>(left.count())) == 1;
   };
-  bool ok = false;
+  std::string got;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || errno == EINPROGRESS) {
     int err = 0;
     socklen_t len = sizeof err;
     if (wait_for(POLLOUT) && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-      const std::string req = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+      const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
       if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-        std::string got;
-        char buf[512];
+        char buf[4096];
         while (wait_for(POLLIN)) {
           const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
           if (n <= 0) break;
           got.append(buf, static_cast<std::size_t>(n));
         }
-        ok = got.find("\"health\":\"true\"") != std::string::npos;
       }
     }
   }
   ::close(fd);
-  return ok;
+  return got;
+}
+
+// etcd's /health says it serves (it has a leader).
+inline bool healthy(int port) {
+  return http_get(port, "/health").find("\"health\":\"true\"") != std::string::npos;
+}
+
+// etcd's /metrics says this member is the raft leader.
+inline bool is_leader(int port) {
+  return http_get(port, "/metrics").find("\netcd_server_is_leader 1") != std::string::npos;
 }
 
 inline void kill_and_reap(pid_t& pid) {
@@ -253,6 +262,20 @@ class etcd_cluster {
     std::vector<std::string> out;
     for (const auto& m : members_) out.push_back(m.endpoint());
     return out;
+  }
+  // The index of the running member that is the raft leader, waiting up to `wait` for one;
+  // -1 if none is.
+  int leader(std::chrono::milliseconds wait = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      for (std::size_t i = 0; i < members_.size(); ++i) {
+        if (members_[i].running() && etcd_detail::is_leader(members_[i].client_port)) {
+          return static_cast<int>(i);
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   // SIGKILLs every member and removes the data dirs. Safe to repeat.
   void stop() {
