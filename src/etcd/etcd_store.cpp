@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "akt/core/assert.hpp"
 #include "etcd/etcd_decode.hpp"
 #include "etcdserverpb/rpc.grpc.pb.h"
 
@@ -107,6 +108,9 @@ class op {
 //   cancels every live op, waits until the last one has completed (ops enlisted meanwhile from
 //   completions are failed with system_shutting_down), then shuts the queue down and joins
 //   the thread.
+// - Progress: a call takes mutex_ briefly (to enlist its op) and allocates its op; only the
+//   destructor blocks, until the pending completions have run (bounded by call_timeout, since
+//   it cancels them).
 // - Memory: one op per pending call (its request and response), one per running watch.
 // - mutex_ guards live_ and shutting_down_ (and the commit op's context swaps); never held
 //   while user code runs.
@@ -121,6 +125,7 @@ class etcd_store final : public cluster::store {
         thread_([this] { run(); }) {}
 
   ~etcd_store() override {
+    AKT_ASSERT(std::this_thread::get_id() != thread_.get_id());  // never from a completion
     {
       std::unique_lock lock(mutex_);
       shutting_down_ = true;
@@ -761,8 +766,9 @@ result<std::unique_ptr<cluster::store>> connect(etcd_options options) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, channel_tuning::initial_reconnect_backoff_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, channel_tuning::max_reconnect_backoff_ms);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, channel_tuning::keepalive_time_ms);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              static_cast<int>(std::max<milliseconds::rep>(options.call_timeout.count(), 1000)));
+  // A ping unanswered for call_timeout (at least 1 s, at most an hour) ends the connection.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(std::clamp<milliseconds::rep>(
+                                                 options.call_timeout.count(), 1000, 3'600'000)));
   args.SetMaxReceiveMessageSize(channel_tuning::max_receive_bytes);
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 
