@@ -766,6 +766,9 @@ result<std::unique_ptr<cluster::store>> connect(etcd_options options) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, channel_tuning::initial_reconnect_backoff_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, channel_tuning::max_reconnect_backoff_ms);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, channel_tuning::keepalive_time_ms);
+  // Keep pinging while a watch is idle (gRPC stops after 2 pings without data by default, so a
+  // member paused after a quiet spell would go unnoticed).
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A ping unanswered for call_timeout (at least 1 s, at most an hour) ends the connection.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(std::clamp<milliseconds::rep>(
                                                  options.call_timeout.count(), 1000, 3'600'000)));

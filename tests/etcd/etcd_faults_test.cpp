@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstdio>
 
 #include "etcd/etcd_test_support.hpp"
@@ -64,6 +66,36 @@ TEST(EtcdFaults, KilledWhileRunningCallsTimeOutAndWatchesEnd) {
   auto handle2 = s.watch("/", 1, h2);
   ASSERT_TRUE(h2.wait_end(15s));
   EXPECT_EQ(h2.end(), errc::cluster_registry_timeout) << h2.end().message();
+}
+
+TEST(EtcdFaults, PausedEtcdTimesCallsOutAndEndsWatchesByKeepAlive) {
+  AKT_SKIP_WITHOUT_ETCD();
+  etcd_process etcd;
+  auto connected = etcd::connect({{etcd.endpoint()}, 1000ms, 10000ms});
+  ASSERT_TRUE(connected) << connected.error().message();
+  auto& s = **connected;
+  auto first = await<range_result>([&](auto cb) { s.get("/k", std::move(cb)); });
+  ASSERT_TRUE(first && *first);
+  recording_handler h;
+  auto handle = s.watch("/", (*first)->header_revision + 1, h);
+
+  // SIGSTOP: the connection stays open, nothing answers (a hung or partitioned member).
+  ASSERT_EQ(::kill(etcd.pid(), SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = await<range_result>([&](auto cb) { s.get("/k", std::move(cb)); }, 15s);
+  ASSERT_TRUE(r) << "no completion";
+  EXPECT_EQ(r->error_or_ok(), errc::cluster_registry_timeout) << r->error_or_ok().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // The watch ends once an HTTP/2 keep-alive ping goes unanswered: within the ping interval
+  // (10 s) plus its timeout (call_timeout, at least 1 s), with slack.
+  ASSERT_TRUE(h.wait_end(30s));
+  EXPECT_EQ(h.end(), errc::cluster_registry_timeout) << h.end().message();
+  std::printf("paused etcd: the watch ended after %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - stopped_at)
+                                         .count()));
+  // SIGKILL (the cluster's end) ends a stopped process too.
 }
 
 TEST(EtcdFaults, ThreeMembersKeepServingWithOneKilled) {
