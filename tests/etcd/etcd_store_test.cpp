@@ -205,6 +205,22 @@ TEST_F(EtcdStore, CommitSplitsLargeBatchesIntoRoundsOf127) {
   }
 }
 
+TEST_F(EtcdStore, OneOpCommitRoundTrip) {
+  AKT_ETCD_STORE_OR_SKIP(s);
+  constexpr int rounds = 50;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    auto r = put_if_absent(*s, test_prefix() + std::to_string(i), "v", 0);
+    ASSERT_TRUE(r && r->succeeded) << (r ? "" : r.error().message());
+  }
+  std::printf("one-op commit (put_if_absent) round trip: %lld us (mean of %d)\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count() /
+                                     rounds),
+              rounds);
+}
+
 TEST_F(EtcdStore, CommitOfLargeValuesIsSplitBelowEtcdsRequestLimit) {
   AKT_ETCD_STORE_OR_SKIP(s);
   // 4 x 600 KiB: far over etcd's default 1.5 MiB request limit in one txn.
