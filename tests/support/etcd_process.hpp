@@ -4,9 +4,10 @@
 // peer) with its data dir on tmpfs (/dev/shm) where there is one, else in the temp dir. Both
 // wait (bounded) until every member answers /health, and stop their members with SIGKILL by
 // pid (a clean stop of a lone member takes seconds), then remove the data dirs. A member also
-// gets SIGKILL when the thread that started it ends, so a crashed test leaves no etcd running. The
-// etcd binary is AKT_ETCD_PATH (set by CMake) or $AKT_ETCD, the etcdctl one AKT_ETCDCTL_PATH or
-// $AKT_ETCDCTL; a test skips when there is none (etcd_binary() empty).
+// gets SIGKILL when the thread that started it ends, so a crashed test leaves no etcd running.
+// The etcd binary is $AKT_ETCD, else AKT_ETCD_PATH (a definition CMake may set), else `etcd` on
+// $PATH; etcdctl likewise ($AKT_ETCDCTL, AKT_ETCDCTL_PATH, $PATH). etcd_binary() is empty when
+// there is none (a test then skips).
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -41,13 +43,31 @@ extern char** environ;
 
 namespace akt::test {
 
+namespace etcd_detail {
+// The first executable `name` on $PATH, or "".
+inline std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  std::size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string candidate = dirs.substr(begin, end - begin) + "/" + name;
+    if (end > begin && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    begin = end + 1;
+  }
+  return {};
+}
+}  // namespace etcd_detail
+
 inline std::string etcd_binary() {
   if (const char* e = std::getenv("AKT_ETCD"); e && *e) return e;
-  return AKT_ETCD_PATH;
+  if (*AKT_ETCD_PATH) return AKT_ETCD_PATH;
+  return etcd_detail::find_on_path("etcd");
 }
 inline std::string etcdctl_binary() {
   if (const char* e = std::getenv("AKT_ETCDCTL"); e && *e) return e;
-  return AKT_ETCDCTL_PATH;
+  if (*AKT_ETCDCTL_PATH) return AKT_ETCDCTL_PATH;
+  return etcd_detail::find_on_path("etcdctl");
 }
 
 namespace etcd_detail {
