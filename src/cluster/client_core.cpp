@@ -15,6 +15,7 @@ thread_local const client_core* t_current = nullptr;
 
 client_core::client_core(std::string name, std::chrono::milliseconds call_timeout)
     : name_(std::move(name)), call_timeout_(call_timeout) {
+  AKT_ASSERT(call_timeout > std::chrono::milliseconds::zero());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -45,7 +46,7 @@ void client_core::post_reply(task on_time, task timed_out) {
   std::lock_guard lk(mutex_);
   AKT_ASSERT(!stopping_ || on_thread());
   const auto delay = std::chrono::milliseconds(delay_ms.load(std::memory_order_relaxed));
-  if (delay >= call_timeout_) {
+  if (delay > std::chrono::milliseconds::zero() && delay >= call_timeout_) {
     // The reply would come after the caller gave up: it times out, the operation applied.
     insert_locked(clock::now() + call_timeout_, item{std::move(timed_out), nullptr, {}, 0, {}});
     return;

@@ -45,7 +45,9 @@ void inproc_state::expiry_loop() {
   std::unique_lock lk(mutex_);
   while (!stop_) {
     expire_due_locked(clock_->now());
-    if (!clock_->follows_real_time()) {
+    if (clock_->tells_moves()) {
+      cv_.wait(lk);  // time_moved() expires leases on the thread that moves the clock
+    } else if (!clock_->follows_real_time()) {
       cv_.wait_for(lk, inproc_store_defaults::clock_poll);
     } else if (expiries_.empty()) {
       cv_.wait(lk);
@@ -154,16 +156,24 @@ result<std::vector<op_outcome>> inproc_state::commit(std::span<const store_op> o
 
 void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vector<op_outcome>& out,
                                        error& failed) {
-  // etcd refuses a txn that names one key twice.
-  std::vector<std::string_view> names;
-  names.reserve(ops.size());
-  for (const store_op& op : ops) names.emplace_back(op.key);
-  std::sort(names.begin(), names.end());
-  if (auto dup = std::adjacent_find(names.begin(), names.end()); dup != names.end()) {
-    failed = error(errc::invalid_argument, "one round names key " + std::string(*dup) + " twice");
-    return;
+  // etcd 3.4 refuses ("duplicate key given in txn request") a txn in which an op that puts a
+  // key follows another put or a delete of that key; a delete after a put, and two deletes,
+  // pass (its checkIntervals, in the ops' order).
+  {
+    std::set<std::string_view> puts, dels;
+    for (const store_op& op : ops) {
+      if (op.what == store_op::kind::delete_if_created_at) {
+        dels.insert(op.key);
+      } else if (puts.contains(op.key) || dels.contains(op.key)) {
+        failed = error(errc::invalid_argument, "one round writes key " + op.key + " twice");
+        return;
+      } else {
+        puts.insert(op.key);
+      }
+    }
   }
-  // Every condition against the state before the round, then the leases of the writes to do.
+  // Every condition against the state before the round (etcd evaluates all the compares of a
+  // txn first), and the leases of the writes they allow.
   std::vector<bool> holds(ops.size());
   bool any = false;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -181,13 +191,16 @@ void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vecto
     }
     any = any || holds[i];
   }
+  // Then the ops in order, as etcd runs a txn's branches: a failed op reports the key as found
+  // at its turn (after the writes of the ops before it in the round).
   const revision rev = any ? current_ + 1 : 0;
   std::vector<watch_event> events;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const store_op& op = ops[i];
     op_outcome o;
+    auto it = keys_.find(op.key);
     if (!holds[i]) {
-      if (auto it = keys_.find(op.key); it != keys_.end()) {
+      if (it != keys_.end()) {
         o.current = it->second;
       } else {
         o.current.key = op.key;
@@ -197,6 +210,7 @@ void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vecto
     }
     o.succeeded = true;
     o.applied_revision = rev;
+    out.push_back(std::move(o));
     watch_event e;
     if (op.what == store_op::kind::put_if_absent) {
       key_value& kv = keys_[op.key];
@@ -204,7 +218,7 @@ void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vecto
       attach_locked(op.key, op.lease);
       e.kv = kv;
     } else if (op.what == store_op::kind::update_if_created_at) {
-      key_value& kv = keys_[op.key];
+      key_value& kv = it->second;
       detach_locked(op.key, kv.lease);
       kv.value = op.value;
       kv.mod_revision = rev;
@@ -213,7 +227,7 @@ void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vecto
       attach_locked(op.key, op.lease);
       e.kv = kv;
     } else {
-      auto it = keys_.find(op.key);
+      if (it == keys_.end()) continue;  // a second delete of the key in this round: no-op
       detach_locked(op.key, it->second.lease);
       keys_.erase(it);
       e.what = watch_event::kind::del;
@@ -221,7 +235,6 @@ void inproc_state::commit_round_locked(std::span<const store_op> ops, std::vecto
       e.kv.mod_revision = rev;
     }
     events.push_back(std::move(e));
-    out.push_back(std::move(o));
   }
   if (any) {
     current_ = rev;

@@ -33,7 +33,8 @@ namespace akt::cluster::detail {
 //   history in revision order, one pump at a time (watcher's comment).
 // - Leases expire on clock_: every operation first expires the leases due by the clock's
 //   now(), the expiry thread does so when the next one is due (steady clock) or every
-//   clock_poll (other clocks), and a manual clock's advance() does so on its thread.
+//   clock_poll (function clock), and a manual clock's advance() does so on its thread (the
+//   expiry thread then only waits for the end).
 // - Memory: keys, leases, the history since the compaction point (bounded by
 //   history_revisions when set), one watcher entry per live watch; a watch's events are copied
 //   out of the history only for the batch it delivers (at most max_watch_batch events, more

@@ -14,7 +14,9 @@
 // /etcd. The factory runs once per test; it may return a view of one store shared by all the
 // tests (one etcd per test program): every test writes only under its own random prefix
 // (/t/<test>/<random>/), revokes the leases it granted when it ends, and compacts only at
-// revisions it wrote itself. Tests run one at a time; each bounds every wait (k_bound).
+// revisions it wrote itself. Tests run one at a time; each bounds every wait (k_bound). A few
+// check that a write-less operation leaves the store's revision unchanged, so no other writer
+// may share the store while one runs (run the programs sharing one etcd one after another).
 
 #include <gtest/gtest.h>
 
@@ -66,12 +68,14 @@ inline std::string store_param_name(const ::testing::TestParamInfo<store_param>&
 
 }  // namespace akt::cluster::testing
 
-// Instantiates the suite for one store: prefix names the instantiation, name the store (both
-// identifiers), factory makes a store_under_test per test.
-#define AKT_INSTANTIATE_STORE_CONFORMANCE(prefix, name, factory)                                   \
-  INSTANTIATE_TEST_SUITE_P(prefix, StoreConformance,                                               \
-                           ::testing::Values(::akt::cluster::testing::store_param{name, factory}), \
-                           ::akt::cluster::testing::store_param_name)
+// Instantiates the suite for one store: prefix names the instantiation (an identifier), name
+// the store (a string of letters, digits and '_'), and the rest is the factory that makes a
+// store_under_test per test (a lambda; commas in its captures are fine).
+#define AKT_INSTANTIATE_STORE_CONFORMANCE(prefix, name, ...)                      \
+  INSTANTIATE_TEST_SUITE_P(                                                       \
+      prefix, StoreConformance,                                                   \
+      ::testing::Values(::akt::cluster::testing::store_param{name, __VA_ARGS__}), \
+      ::akt::cluster::testing::store_param_name)
 
 // The fixture: a store under test, a unique key prefix, the clients and leases to clean up.
 class StoreConformance : public ::testing::TestWithParam<akt::cluster::testing::store_param> {

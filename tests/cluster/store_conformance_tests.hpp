@@ -261,6 +261,21 @@ TEST_P(StoreConformance, Watch_FromACompactedRevisionEndsWithClusterCompacted) {
   EXPECT_FALSE(again.ended());
 }
 
+TEST_P(StoreConformance, Watch_FromAFutureRevisionStartsThere) {
+  akt::cluster::testing::watch_recorder rec;
+  const revision from = header() + 3;
+  auto h = main().watch(prefix(), from, rec);
+  std::vector<std::string> expected;  // the keys created at `from` or later
+  for (const char* k : {"a", "b", "c", "d"}) {
+    if (create(key(k)) >= from) expected.push_back(key(k));
+  }
+  ASSERT_FALSE(expected.empty());
+  ASSERT_TRUE(rec.wait_for_events(expected.size()));
+  std::vector<std::string> seen;
+  for (const auto& e : rec.events()) seen.push_back(e.kv.key);
+  EXPECT_EQ(seen, expected);
+}
+
 TEST_P(StoreConformance, Watch_CancelStopsTheEvents) {
   akt::cluster::testing::watch_recorder rec;
   akt::cluster::testing::watch_recorder witness;
@@ -359,6 +374,23 @@ TEST_P(StoreConformance, UpdateIfCreatedAt_OverwritesOnlyTheSameCreation) {
   EXPECT_EQ(missing->current.create_revision, 0);
 }
 
+TEST_P(StoreConformance, UpdateIfCreatedAt_MovesTheKeyToTheLeaseGiven) {
+  const lease_id first = grant();
+  const lease_id second = grant();
+  const revision cr = create(key("g"), "v1", first);
+  auto u = akt::cluster::testing::update_if_created_at(main(), key("g"), "v2", second, cr);
+  ASSERT_TRUE(u && u->succeeded);
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), first));
+  auto r = akt::cluster::testing::get(main(), key("g"));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->kvs.size(), 1u) << "the key went with the lease it left";
+  EXPECT_EQ(r->kvs[0].lease, second);
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), second));
+  r = akt::cluster::testing::get(main(), key("g"));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->kvs.empty()) << "the key stayed after the lease it moved to was revoked";
+}
+
 // ---- batches ----
 
 TEST_P(StoreConformance, Commit_OfThreeHundredPutsCompletesWithAnOutcomePerOp) {
@@ -421,6 +453,33 @@ TEST_P(StoreConformance, Commit_WhereNoConditionHoldsDoesNotAdvanceTheRevision) 
   EXPECT_FALSE((*r)[0].succeeded);
   EXPECT_FALSE((*r)[1].succeeded);
   EXPECT_EQ(header(), before);
+}
+
+TEST_P(StoreConformance, Commit_ARoundThatPutsOneKeyTwiceIsRefused) {
+  const revision before = header();
+  std::vector<akt::cluster::store_op> ops;
+  ops.push_back(akt::cluster::store_op::put_if_absent(key("dup"), "1", 0));
+  ops.push_back(akt::cluster::store_op::put_if_absent(key("dup"), "2", 0));
+  EXPECT_EQ(akt::cluster::testing::commit(main(), std::move(ops)).code(),
+            akt::errc::invalid_argument);
+  auto r = akt::cluster::testing::get(main(), key("dup"));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->kvs.empty());
+  EXPECT_EQ(r->header_revision, before);
+}
+
+TEST_P(StoreConformance, Commit_AFailingConditionIsReportedBeforeItsLeaseIsChecked) {
+  // The cluster claims with put-if-absent on its lease: a claim that finds an owner reports it,
+  // even when the claimant's lease has just gone.
+  const lease_id owner = grant();
+  const lease_id gone = grant();
+  ASSERT_TRUE(akt::cluster::testing::revoke_lease(main(), gone));
+  const revision cr = create(key("g"), "owner", owner);
+  auto o = akt::cluster::testing::put_if_absent(main(), key("g"), "late", gone);
+  ASSERT_TRUE(o) << akt::to_string(o.code());
+  EXPECT_FALSE(o->succeeded);
+  EXPECT_EQ(o->current.create_revision, cr);
+  EXPECT_EQ(o->current.lease, owner);
 }
 
 // ---- completions ----
@@ -514,4 +573,44 @@ TEST_P(StoreConformance, Stress_ManyCallersOnSeveralThreadsClaimEachKeyOnce) {
   EXPECT_EQ(read->kvs.size(), static_cast<std::size_t>(k_keys));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(rec.event_count(), static_cast<std::size_t>(k_keys)) << "a claim seen twice";
+}
+
+TEST_P(StoreConformance, Stress_WatchesOpenedAndCancelledWhileWritersRun) {
+  // Writers on two clients; a watcher thread keeps opening a watch from the revision it read,
+  // checks that it sees a write made after that read, and cancels it (handle destroyed).
+  constexpr int k_writers = 2;
+  constexpr int k_writes = 150;
+  constexpr int k_watches = 40;
+  std::vector<std::unique_ptr<akt::cluster::store>> clients;
+  for (int i = 0; i < k_writers; ++i) clients.push_back(connect());
+  auto watching = connect();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < k_writers; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < k_writes && !stop; ++i) {
+        auto r = akt::cluster::testing::put_if_absent(
+            *clients[w], key("s/" + std::to_string(w) + "/" + std::to_string(i)), "v", 0);
+        EXPECT_TRUE(r && r->succeeded);
+      }
+    });
+  }
+  for (int i = 0; i < k_watches; ++i) {
+    auto read = akt::cluster::testing::get_prefix(*watching, key("s/"));
+    ASSERT_TRUE(read);
+    akt::cluster::testing::watch_recorder rec;
+    auto h = watching->watch(key("s/"), read->header_revision + 1, rec);
+    const revision mine = create(key("s/mark/" + std::to_string(i)));
+    ASSERT_TRUE(akt::cluster::testing::eventually([&] {
+      for (const auto& e : rec.events()) {
+        if (e.kv.mod_revision == mine) return true;
+      }
+      return false;
+    })) << "a write after the read was not seen";
+    for (const auto& e : rec.events()) EXPECT_GT(e.kv.mod_revision, read->header_revision);
+    h.reset();
+    EXPECT_FALSE(rec.ended());
+  }
+  stop = true;
+  for (auto& th : writers) th.join();
 }

@@ -19,10 +19,11 @@
 //   when its TTL passes without a keep-alive; its keys are deleted in one revision and
 //   watchers get the deletes.
 // - commit: rounds of at most store_limits::max_ops_per_round ops, each atomic with one
-//   revision; every condition of a round is read before any of its writes (a round may not
-//   name one key twice: errc::invalid_argument, as etcd refuses a duplicate key in a txn). An
-//   op whose condition holds but whose lease is gone fails its round with lease_not_found,
-//   which ends the commit: earlier rounds stay applied, later ones are not tried.
+//   revision. As in an etcd txn, every condition of a round is read before its writes, then
+//   the ops run in order (a failed op reports the key as found at its turn); a round may not
+//   put a key that an earlier op of it puts or deletes (errc::invalid_argument). An op whose
+//   condition holds but whose lease is gone fails its round with lease_not_found, which ends
+//   the commit: earlier rounds stay applied, later ones are not tried.
 // - History: every change since the compaction point is kept, so a watch from any later
 //   revision replays; compact(r) drops the changes before r and a watch from before r ends
 //   with errc::cluster_compacted, as does a watch whose handler fell so far behind that what it
@@ -81,7 +82,7 @@ struct inproc_store_options {
 
 struct inproc_client_options {
   // How long an unanswered call (cut off, keep-alive dropped, reply delayed past it) waits, in
-  // real time, before it completes with errc::cluster_registry_timeout.
+  // real time, before it completes with errc::cluster_registry_timeout. Above zero.
   std::chrono::milliseconds call_timeout = store_defaults::call_timeout;
 };
 

@@ -164,8 +164,12 @@ class store {
   virtual void get_prefix(std::string prefix, store_callback<range_result> done) = 0;
 
   // The ops in order, as few rounds as the limit allows (store_limits::max_ops_per_round): each
-  // round is atomic and has one revision; the outcomes are in the ops' order. An op with a lease
-  // that no longer exists fails the whole round with errc::lease_not_found.
+  // round is atomic and has one revision; the outcomes are in the ops' order. An op whose
+  // condition holds but whose lease no longer exists fails the whole round with
+  // errc::lease_not_found (etcd checks the leases of the writes it will do); the commit then
+  // completes with that error: earlier rounds stay applied, later ones are not tried. A round
+  // may not put a key that an earlier op of the round puts or deletes: errc::invalid_argument
+  // (etcd's "duplicate key given in txn request"; deleting one key twice is allowed).
   virtual void commit(std::vector<store_op> ops, store_callback<std::vector<op_outcome>> done) = 0;
 
   // Watches every key under prefix from revision `from` (> 0) on; h must outlive the handle.

@@ -53,6 +53,9 @@ class store_clock {
   // True when now() is steady_clock::now(): a store then sleeps until its next lease is due
   // instead of looking every clock_poll.
   virtual bool follows_real_time() const noexcept { return false; }
+  // True when every move is told to the subscribed listeners (manual_clock): a store then
+  // never polls it.
+  virtual bool tells_moves() const noexcept { return false; }
   virtual void subscribe(store_clock_listener& l) { (void)l; }
   virtual void unsubscribe(store_clock_listener& l) { (void)l; }
 };
@@ -71,6 +74,7 @@ class manual_clock final : public store_clock {
   time_point now() const override;
   // Moves the time forward by d (d >= 0) and tells every subscribed store.
   void advance(std::chrono::nanoseconds d);
+  bool tells_moves() const noexcept override { return true; }
   void subscribe(store_clock_listener& l) override;
   void unsubscribe(store_clock_listener& l) override;
 
