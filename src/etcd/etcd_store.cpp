@@ -381,24 +381,21 @@ class keep_alive_op final : public op {
 };
 
 // A commit: its rounds one after the other, each one Txn (store_limits::max_ops_per_round
-// nested txns at most, channel_tuning::max_round_bytes, and no key twice: etcd refuses a txn
-// that writes a key twice). Runs on the completion thread after start(); cancel() under the
-// store's mutex, which also guards the swap of ctx_ between rounds.
+// nested txns at most, and channel_tuning::max_round_bytes). A key put twice in a round is
+// etcd's to refuse (invalid_argument, "duplicate key given in txn request"), as the contract
+// says. Runs on the completion thread after start(); cancel() under the store's mutex, which
+// also guards the swap of ctx_ between rounds.
 class commit_op final : public op {
  public:
   commit_op(etcd_store& s, std::vector<store_op> ops, store_callback<std::vector<op_outcome>> done)
       : op(s), ops_(std::move(ops)), done_(std::move(done)) {
-    std::unordered_set<std::string_view> keys;
     std::size_t bytes = 0;
     for (std::size_t i = 0; i < ops_.size(); ++i) {
       const std::size_t begin = ends_.empty() ? 0 : ends_.back();
       const std::size_t size = channel_tuning::op_bytes(ops_[i]);
       if (i - begin == cluster::store_limits::max_ops_per_round ||
-          (i > begin && bytes + size > channel_tuning::max_round_bytes) ||
-          !keys.insert(ops_[i].key).second) {
+          (i > begin && bytes + size > channel_tuning::max_round_bytes)) {
         ends_.push_back(i);
-        keys.clear();
-        keys.insert(ops_[i].key);
         bytes = 0;
       }
       bytes += size;

@@ -239,16 +239,15 @@ TEST_F(EtcdStore, CommitOfLargeValuesIsSplitBelowEtcdsRequestLimit) {
   EXPECT_EQ(all->kvs[3].value.size(), 600u * 1024);
 }
 
-TEST_F(EtcdStore, CommitWithAKeyTwiceAppliesBothInOrder) {
+TEST_F(EtcdStore, CommitPuttingAKeyTwiceInARoundIsInvalidArgument) {
   AKT_ETCD_STORE_OR_SKIP(s);
   const auto key = test_prefix() + "twice";
   auto outcomes =
       commit(*s, {store_op::put_if_absent(key, "a", 0), store_op::put_if_absent(key, "b", 0)});
-  ASSERT_TRUE(outcomes) << outcomes.error().message();
-  ASSERT_EQ(outcomes->size(), 2u);
-  EXPECT_TRUE((*outcomes)[0].succeeded);
-  EXPECT_FALSE((*outcomes)[1].succeeded);
-  EXPECT_EQ((*outcomes)[1].current.value, "a");
+  EXPECT_EQ(outcomes.error_or_ok(), errc::invalid_argument) << outcomes.error_or_ok().message();
+  auto read = get(*s, key);
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(read->kvs.empty());  // the round was refused whole
 }
 
 TEST_F(EtcdStore, EmptyCommitCompletesWithNoOutcomes) {
