@@ -391,11 +391,19 @@ void membership::leave(std::chrono::steady_clock::time_point deadline,
   }
   changed_.notify_all();
   if (lease == 0) return;  // fenced: nothing of ours is left to revoke
+  // Tried again until it is answered or the time is up (bounded by the stop's deadline and by
+  // 5 s): a store in the middle of a leader election answers a second later.
   auto limit = std::chrono::duration_cast<nanoseconds>(deadline - std::chrono::steady_clock::now());
   limit = std::clamp(limit, nanoseconds(std::chrono::milliseconds(100)),
                      nanoseconds(std::chrono::seconds(5)));
-  result<void> r =
-      await<void>([&](store_callback<void> done) { store_->revoke_lease(lease, done); }, limit);
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  result<void> r = errc::cluster_registry_timeout;
+  while (std::chrono::steady_clock::now() < give_up) {
+    const auto left =
+        std::chrono::duration_cast<nanoseconds>(give_up - std::chrono::steady_clock::now());
+    r = await<void>([&](store_callback<void> done) { store_->revoke_lease(lease, done); }, left);
+    if (r || r.error() != errc::cluster_registry_timeout) break;
+  }
   valid_until_ns_.store(0, std::memory_order_release);  // no grain handler after leaving
   if (!r && r.error() != errc::lease_not_found) {
     problems.push_back("cluster: the lease could not be revoked (" + r.error().message() +

@@ -797,4 +797,21 @@ result<std::unique_ptr<cluster::store>> connect(etcd_options options) {
       std::make_unique<etcd_store>(std::move(channel), options.call_timeout));
 }
 
+namespace {
+class etcd_provider final : public cluster::store_provider {
+ public:
+  explicit etcd_provider(etcd_options o) : options_(std::move(o)) {}
+  result<std::unique_ptr<cluster::store>> open_store(std::string_view) override {
+    return connect(options_);
+  }
+
+ private:
+  const etcd_options options_;
+};
+}  // namespace
+
+std::shared_ptr<cluster::store_provider> provider(etcd_options options) {
+  return std::make_shared<etcd_provider>(std::move(options));
+}
+
 }  // namespace akt::etcd

@@ -75,7 +75,8 @@ std::unique_ptr<actor_system> local_cluster::make(std::size_t i) {
   cluster_config cc;
   cc.cluster_name = options_.cluster;
   cc.node_name = name(i);
-  cc.store = options_.store ? options_.store : provider_;
+  cc.store = options_.store_for ? options_.store_for(i) : nullptr;
+  if (!cc.store) cc.store = options_.store ? options_.store : provider_;
   cc.lease_ttl = options_.lease_ttl;
   cc.fence_margin = options_.fence_margin;
   cc.start_wait = options_.start_wait;

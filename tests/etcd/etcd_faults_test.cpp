@@ -15,9 +15,6 @@ namespace {
 using cluster::op_outcome;
 using cluster::range_result;
 
-#define AKT_SKIP_WITHOUT_ETCD() \
-  if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)"
-
 TEST(EtcdFaults, DownAtStartIsUnavailableWithinTheWait) {
   const auto port = etcd_detail::free_ports(1).front();  // nothing listens there
   const auto start = std::chrono::steady_clock::now();

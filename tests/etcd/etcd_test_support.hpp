@@ -42,6 +42,10 @@ inline etcd_process* shared_etcd(std::string* why = nullptr) {
   return etcd.get();
 }
 
+// Skips the test when there is no etcd binary (scripts/deps.sh installs etcd-server).
+#define AKT_SKIP_WITHOUT_ETCD() \
+  if (akt::test::etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)"
+
 // Skips the test when there is no etcd; else connects a store to the shared one.
 #define AKT_ETCD_STORE_OR_SKIP(store_var)                                         \
   std::unique_ptr<akt::cluster::store> store_var;                                 \

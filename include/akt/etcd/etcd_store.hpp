@@ -35,4 +35,8 @@ struct etcd_options {
 // for at most connect_wait (plus thread start-up).
 result<std::unique_ptr<cluster::store>> connect(etcd_options options);
 
+// A store provider for a cluster node's config (cluster_config::store): each node that opens it
+// gets a connection of its own, connect(options); the options are checked then, not here.
+std::shared_ptr<cluster::store_provider> provider(etcd_options options);
+
 }  // namespace akt::etcd

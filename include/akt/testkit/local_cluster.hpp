@@ -44,6 +44,9 @@ struct local_cluster_options {
   std::chrono::milliseconds store_call_timeout{300};
   // Another store for every node (etcd); null: the cluster's own in-process store.
   std::shared_ptr<cluster::store_provider> store;
+  // The store of node i, when set (e.g. one node reaches etcd through a fault proxy); a null
+  // answer falls back to `store`.
+  std::function<std::shared_ptr<cluster::store_provider>(std::size_t)> store_for;
   // Called with each node's system before it starts (register grain kinds and messages).
   std::function<void(actor_system&, std::size_t)> prepare;
 };
