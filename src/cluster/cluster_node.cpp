@@ -136,6 +136,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     publish(node_rejoined{membership_->self().name, epoch});
   }
   void ping_dispatcher() override { (void)probe_.tell(probe_ping{}); }
+  std::uint64_t load() override { return akt::detail::active_grain_count(core_); }
   bool dispatcher_healthy(std::int64_t now_ns, std::int64_t within_ns) override {
     return now_ns - last_probe_->load(std::memory_order_acquire) <= within_ns;
   }

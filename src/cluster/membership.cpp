@@ -97,6 +97,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   me.grain_kinds = settings_.kinds;
   const std::string key = member_key(settings_.cluster, settings_.node);
   const std::string record = encode_member(me);
+  revision put_revision = 0;
   for (;;) {
     result<op_outcome> put = await<op_outcome>(
         [&](store_callback<op_outcome> done) { store_->put_if_absent(key, record, g->id, done); },
@@ -106,7 +107,10 @@ result<void> membership::enter(std::int64_t give_up_ns) {
       return error(errc::cluster_unavailable,
                    "writing the member record: " + put.error().message());
     }
-    if (put->succeeded) break;
+    if (put->succeeded) {
+      put_revision = put->applied_revision;
+      break;
+    }
     // The name is held: by an earlier process of this node (its lease runs out within its TTL,
     // or the operator said it is gone), or by a live member, whose lease never runs out.
     const lease_id holder = put->current.lease;
@@ -140,6 +144,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   lease_ = g->id;
   granted_ttl_ = g->ttl;
   self_ = me;
+  record_revision_ = put_revision;
   fence_reported_ = false;
   const std::uint32_t next = epoch_.load(std::memory_order_relaxed) + 1;
   epoch_.store(next == 0 ? 1 : next, std::memory_order_release);
@@ -294,6 +299,28 @@ void membership::send_keep_alive(std::int64_t now) {
   });
 }
 
+void membership::update_load() {
+  const std::uint64_t load = listener_.load();
+  std::vector<store_op> ops;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (record_update_pending_ || lease_ == 0 || leaving_ || load == self_.load) return;
+    member next = self_;
+    next.load = load;
+    ops.push_back(store_op::update_if_created_at(member_key(settings_.cluster, settings_.node),
+                                                 encode_member(next), lease_, record_revision_));
+    record_update_pending_ = true;
+  }
+  const lease_id lease = ops.front().lease;
+  store_->commit(std::move(ops), [this, lease, load](result<std::vector<op_outcome>> r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    record_update_pending_ = false;
+    // Not written (a lost lease, our record gone): the next period tries again, or the node
+    // is fenced by then.
+    if (r && r->size() == 1 && r->front().succeeded && lease == lease_) self_.load = load;
+  });
+}
+
 void membership::run_ticker() {
   const std::int64_t ttl = to_ns(settings_.ttl);
   const std::int64_t keep_alive_every = ttl / 3;
@@ -369,7 +396,10 @@ void membership::run_ticker() {
       lock.unlock();
       // Only while the dispatcher keeps handling the probe: a node whose workers are all stuck
       // is a failed node, and must let its lease run out.
-      if (listener_.dispatcher_healthy(now, ttl / 2)) send_keep_alive(now);
+      if (listener_.dispatcher_healthy(now, ttl / 2)) {
+        send_keep_alive(now);
+        update_load();
+      }
       lock.lock();
       continue;
     }

@@ -49,6 +49,8 @@ class membership_listener {
   // `within` before now (steady ns).
   virtual void ping_dispatcher() = 0;
   virtual bool dispatcher_healthy(std::int64_t now_ns, std::int64_t within_ns) = 0;
+  // The node's load for its record (its active grains); read every keep-alive period.
+  virtual std::uint64_t load() = 0;
 };
 
 struct membership_settings {
@@ -100,6 +102,8 @@ class membership final : public akt::detail::grain_fence {
   result<void> read_and_watch();
   void run_ticker();
   void send_keep_alive(std::int64_t now);
+  // Writes the record again when the load changed (compare-and-put on its create revision).
+  void update_load();
   void on_watch_events(const std::vector<watch_event>& events, revision header);
   void on_watch_end(error why);
   // Marks the node fenced now (its lease is gone): called under mutex_.
@@ -118,6 +122,8 @@ class membership final : public akt::detail::grain_fence {
   member self_;                            // guarded: the record as written
   lease_id lease_ = 0;                     // guarded: the current lease; 0 between leases
   lease_id retired_lease_ = 0;             // guarded: the lease given up at the last fence
+  revision record_revision_ = 0;           // guarded: our record's create revision
+  bool record_update_pending_ = false;     // guarded
   std::chrono::seconds granted_ttl_{0};    // guarded
   revision last_revision_ = 0;             // guarded: the last revision the watch delivered
   bool ready_ = false;                     // guarded: the first full read is done

@@ -28,6 +28,7 @@
 // from any thread, concurrently.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -81,6 +82,10 @@ class grain_fence {
   // provably alive; 0 while it is fenced. Any thread, wait-free: a clock read and two loads.
   virtual std::uint32_t valid_epoch() const noexcept = 0;
 };
+
+// How many activations this node has now (the cluster's member record carries it as its
+// load). Any thread; O(activations): call it seldom.
+std::size_t active_grain_count(system_core* core);
 
 // Makes every activation of this node take a turn soon (an internal message that runs no
 // handler): the fence then drops those made under an epoch that is no longer valid, instead of

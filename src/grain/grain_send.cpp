@@ -288,6 +288,12 @@ bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate
   return layer_of(core).set_gate(std::move(g));
 }
 
+std::size_t active_grain_count(system_core* core) {
+  // Only a system that has grains has a layer: do not make one to count none.
+  if (core->grains_.load(std::memory_order_acquire) == nullptr) return 0;
+  return layer_of(core).active().size();
+}
+
 void nudge_grains(system_core* core) {
   grain_layer& layer = layer_of(core);
   for (const grain_identity& id : layer.active()) {

@@ -174,3 +174,30 @@ TEST(Cluster_Membership, ALostWatchResumesAndACompactedOneReadsInFullWithoutMiss
 }
 
 }  // namespace
+
+namespace {
+
+struct counted final : akt::grain {
+  static constexpr std::string_view akt_type_name = "test.counted";
+  void on_receive(akt::grain_context& ctx) override { ctx.reply(1); }
+};
+
+TEST(Cluster_Membership, AMembersRecordCarriesItsLoadTheOthersSeeItChange) {
+  auto store = std::make_shared<test_store>();
+  akt::actor_system a("a", cluster_node_config(store, "a"));
+  akt::actor_system b("b", cluster_node_config(store, "b"));
+  ASSERT_TRUE(a.start());
+  ASSERT_TRUE(b.start());
+  ASSERT_FALSE(akt::register_grain_kind<counted>(b));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(akt::ask_grain<int>(b, {"test.counted", "g" + std::to_string(i)}, 0, 5s));
+  auto load_of_b = [&] {
+    for (const auto& m : akt::cluster::members(a))
+      if (m.name == "b") return m.load;
+    return std::uint64_t{0};
+  };
+  EXPECT_TRUE(eventually([&] { return load_of_b() == 3; }, 10s)) << load_of_b();
+  EXPECT_EQ(akt::cluster::self(b)->load, 3u);
+}
+
+}  // namespace
