@@ -331,7 +331,7 @@ class request_route final : public detail::reply_route {
 request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
                                                std::chrono::nanoseconds timeout,
                                                detail::continuation then, request_options options,
-                                               error refused) {
+                                               error refused, detail::envelope_sink sink) {
   detail::actor_cell* self_cell = receiver_;
   detail::cell_extras& x = self_cell->extras();
   const std::uint64_t id = x.next_request_id++;
@@ -366,6 +366,10 @@ request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
   }
   self_cell->add_ref();
   env->sender_ = self_cell;
+  if (sink.deliver != nullptr) {
+    sink.deliver(sink.ctx, static_cast<receive_context*>(e.release()));
+    return request_handle(self_cell, id);
+  }
   (void)detail::cell_of(to)->deliver(
       static_cast<receive_context*>(e.release()));  // a refusal
                                                     // completes the route

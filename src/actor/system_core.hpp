@@ -102,6 +102,11 @@ struct context_access {
                                 request_options options) {
     return c.request_erased(to, std::move(e), timeout, std::move(then), options);
   }
+  static request_handle request_into(receive_context& c, envelope_ptr e,
+                                     std::chrono::nanoseconds timeout, continuation then,
+                                     request_options options, envelope_sink sink) {
+    return c.request_erased(pid(), std::move(e), timeout, std::move(then), options, {}, sink);
+  }
 };
 
 class system_core {

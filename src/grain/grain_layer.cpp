@@ -90,6 +90,12 @@ result<grain_identity> resolve_grain(actor_system& sys, const grain_kind* kind,
   grain_identity id{kind->name, std::string(name)};
   grain_layer& layer = layer_of(sys);
   grain_place at = route_grain(core_of(sys), id);
+  if (at.at == grain_place::where::claim && on_worker_thread()) {
+    return error(errc::blocking_on_worker,
+                 "activate_grain of " + id.str() +
+                     ", whose activation waits on the cluster, from a dispatcher worker (send it "
+                     "a message instead: it is activated off the worker)");
+  }
   if (at.at == grain_place::where::remote) {
     // Activated where it lives: the owner activates it for the probe (with the kind's options
     // there: per_call does not travel). Bounded by the activation's own limit, and a margin for

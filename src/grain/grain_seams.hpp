@@ -13,14 +13,21 @@
 //     module) through which a tell, an ask or a request reaches the owner's activation with the
 //     ordinary actor machinery; nothing is activated here;
 //   - claim: nobody is known to own it: this node may activate it once the activation gate
-//     (below) admits it. Until the cluster's registry lands, claim is handled as local.
+//     (below) admits it, which may wait on the store. On a dispatcher worker (a grain's or an
+//     actor's turn) such a send never activates in place: tells, requests and a grain's
+//     bounded blocking ask go to deliver_to_grain's queue, which activates on the runtime's
+//     blocking pool and delivers in arrival order; activate_grain answers blocking_on_worker.
+//     Elsewhere (a thread outside the system, the blocking pool) the activation runs on the
+//     calling thread, which may wait.
 //
 // Activation gate. Before on_activate runs on this node, on both activation paths (a new cell
 // from the directory, and the fresh instance in place after an idle deactivation that a send
 // raced), the layer calls admit(id); an error refuses the activation: every sender waiting for
 // it gets the error, marked as refused before any handler ran. After every activation ends
-// (deactivated, or admitted but failed), released(id) is called once. admit may be called on a
-// dispatcher worker (the in-place activation runs on the grain's own turn): it must not block.
+// (deactivated, or admitted but failed), released(id) is called once. admit may wait (on the
+// store) except on a dispatcher worker (akt::detail::on_worker_thread()): the in-place
+// activation runs on the grain's own turn, and a placement that answered local lets a worker
+// activate; there it must answer from what it holds, or refuse (marked: the sender may resend).
 //
 // Delivery from other nodes: deliver_to_grain, below.
 //
@@ -63,7 +70,8 @@ class grain_placement {
 class grain_activation_gate {
  public:
   virtual ~grain_activation_gate() = default;
-  // Before on_activate of id runs on this node; an error refuses the activation. Never blocks.
+  // Before on_activate of id runs on this node; an error refuses the activation. Blocks only
+  // off the dispatcher workers (see above).
   virtual error admit(const grain_identity& id) = 0;
   // Once after each admitted activation ends (deactivated, failed, rolled back).
   virtual void released(const grain_identity& id) noexcept = 0;

@@ -114,6 +114,77 @@ result<message> ask_through(const pid& to, message msg, actor_cell* sender,
   return ask(cell, std::move(env), timeout, extra_flags, deadline_travels);
 }
 
+// Whether a send that may activate id must leave this thread first: the placement has no owner
+// for it (its activation waits behind the gate, on the store), and this is a dispatcher worker,
+// which never waits on anything remote. Such sends go to deliver_to_grain, whose pending queue
+// activates on the runtime's blocking pool and delivers in arrival order.
+bool activates_elsewhere(const grain_place& at) noexcept {
+  return at.at == grain_place::where::claim && on_worker_thread();
+}
+
+// An envelope's message, sender, answer route and deadline as a delivery (envelope_sink): the
+// one place an envelope built by the actor machinery becomes a grain_delivery.
+grain_delivery delivery_of(receive_context* env) {
+  grain_delivery d;
+  d.msg = std::move(env->message());
+  d.sender = std::exchange(context_access::sender(*env), nullptr);
+  if (!context_access::reply_closed(*env)) {
+    d.route = std::exchange(context_access::reply(*env), nullptr);
+    context_access::reply_closed(*env) = true;
+  }
+  const std::uint32_t flags = context_access::flags(*env);
+  if ((flags & envelope::flag_has_deadline) != 0) d.deadline_ns = context_access::deadline(*env);
+  d.flags = flags & envelope::flag_grain_ack;
+  return d;
+}
+
+// The sink of a send deferred to the runtime's threads: id's delivery queue.
+struct deferred_target {
+  system_core* core;
+  const grain_identity* id;
+};
+void deliver_deferred(void* ctx, receive_context* env) noexcept {
+  auto* t = static_cast<deferred_target*>(ctx);
+  try {
+    grain_delivery d = delivery_of(env);
+    recycle(env);
+    deliver_to_grain(t->core, *t->id, std::move(d));
+  } catch (...) {  // an allocation: refused like a closed mailbox, with its dead letter
+    t->core->dead_letter(*env, error(errc::system_shutting_down, "the delivery could not queue"));
+    recycle(env);
+  }
+}
+
+// A blocking ask from a grain's turn (a bounded wait on this worker) whose activation must
+// happen elsewhere: the envelope goes to the delivery queue, and this thread only waits.
+result<message> ask_deferred(system_core* core, const grain_identity& id, message msg,
+                             actor_cell* self, std::chrono::nanoseconds timeout) {
+  if (error e = ask_refusal(timeout)) return e;
+  envelope_ptr owned = envelope_for(self, std::move(msg));  // self: only for the pool's shard
+  auto* env = static_cast<receive_context*>(owned.get());
+  self->add_ref();
+  context_access::sender(*env) = self;
+  pending_ask p;
+  // begin_ask reads from `to` only the system and whether it is remote; the envelope goes to
+  // the delivery queue, not to that cell.
+  begin_ask(self, *env, timeout, 0, true, p);
+  deferred_target t{core, &id};
+  deliver_deferred(&t, static_cast<receive_context*>(owned.release()));
+  return finish_ask(p);
+}
+
+// A one-way tell deferred to the runtime's threads (activates_elsewhere).
+error tell_deferred(system_core* core, const grain_identity& id, message msg, actor_cell* sender) {
+  grain_delivery d;
+  d.msg = std::move(msg);
+  if (sender != nullptr) {
+    sender->add_ref();
+    d.sender = sender;
+  }
+  deliver_to_grain(core, id, std::move(d));
+  return {};
+}
+
 // A blocking ask (or acknowledged tell, with flag_grain_ack and no travelling deadline) to the
 // identity's activation. Delivered while the directory holds the activation, like a one-way
 // tell: delivered after the lookup instead, an idle deactivation could end the activation in
@@ -274,8 +345,6 @@ grain_place route_grain(system_core* core, const grain_identity& id) {
   grain_placement* p = layer_of(core).placement();
   if (p == nullptr) return {};
   grain_place at = p->place(id);
-  // claim: until the cluster's registry lands, this node may activate it (the gate decides).
-  if (at.at == grain_place::where::claim) at.at = grain_place::where::local;
   if (owned_elsewhere(at) && !at.target) at.at = grain_place::where::local;
   return at;
 }
@@ -441,6 +510,7 @@ error tell_grain_message(actor_system& sys, const grain_identity& id, message ms
   grain_place at = route_grain(core, id);
   if (opts.one_way) {
     if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
+    if (activates_elsewhere(at)) return tell_deferred(core, id, std::move(msg), sender);
     return tell_one_way(core, id, std::move(msg), sender);
   }
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
@@ -475,7 +545,9 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
   result<message> r =
       grain == nullptr ? ask(detail::cell_of(*actor), envelope_for(*actor, std::move(msg)), timeout)
       : owned_elsewhere(at) ? ask_through(at.target, std::move(msg), self, timeout, 0, true)
-                            : ask_activation(core, *grain, std::move(msg), self, timeout, 0, true);
+      : activates_elsewhere(at)
+          ? ask_deferred(core, *grain, std::move(msg), self, timeout)
+          : ask_activation(core, *grain, std::move(msg), self, timeout, 0, true);
   bounded_wait_allowed = before;
   return r;
 }
@@ -541,6 +613,14 @@ request_handle grain_context::request_message(const grain_identity* grain, const
                           std::to_string(policy.max_in_flight) + " requests already in flight"));
     }
   }
+  request_options ro;
+  ro.stash_others = mode == reentrancy_mode::stash_non_reentrant;
+  if (grain != nullptr && activates_elsewhere(route_grain(self->system(), *grain))) {
+    deferred_target t{self->system(), grain};
+    return context_access::request_into(env_, envelope_for(self, std::move(msg)), options.timeout,
+                                        detail::continuation(std::move(continuation)), ro,
+                                        envelope_sink{&deliver_deferred, &t});
+  }
   pid to;
   if (grain != nullptr) {
     auto p = reach_routed(self->system(), *grain);
@@ -553,8 +633,6 @@ request_handle grain_context::request_message(const grain_identity* grain, const
     if (actor == nullptr || !*actor) return refuse(errc::empty_pid);
     to = *actor;
   }
-  request_options ro;
-  ro.stash_others = mode == reentrancy_mode::stash_non_reentrant;
   return env_.request<akt::message>(to, std::move(msg), options.timeout, std::move(continuation),
                                     ro);
 }
@@ -587,6 +665,7 @@ error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, g
   system_core* core = detail::core_of(sys);
   grain_place at = route_grain(core, id);
   if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
+  if (activates_elsewhere(at)) return tell_deferred(core, id, std::move(msg), sender);
   return tell_one_way(core, id, std::move(msg), sender, false, true, &route);
 }
 
@@ -594,6 +673,12 @@ request_handle request_grain_from_actor(receive_context& ctx, const grain_identi
                                         std::chrono::nanoseconds timeout, continuation then,
                                         request_options options) {
   actor_cell* self = context_access::receiver(ctx);
+  if (activates_elsewhere(route_grain(self->system(), id))) {
+    deferred_target t{self->system(), &id};
+    return context_access::request_into(ctx, envelope_for(self, std::move(msg)), timeout,
+                                        std::move(then), options,
+                                        envelope_sink{&deliver_deferred, &t});
+  }
   auto p = reach_routed(self->system(), id);
   if (!p) {
     publish_refused(self->system(), msg, self, id, p.error());

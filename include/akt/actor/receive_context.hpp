@@ -60,6 +60,15 @@ piped_task wrap_task(F&& f) {
 }
 }  // namespace detail
 
+namespace detail {
+// Where a built envelope goes instead of its target's mailbox: deliver(ctx, env) takes env
+// (and with it the duty to complete its reply route on a refusal). Internal.
+struct envelope_sink {
+  void (*deliver)(void* ctx, receive_context* env) noexcept = nullptr;
+  void* ctx = nullptr;
+};
+}  // namespace detail
+
 // Options of receive_context::request.
 struct request_options {
   // Hold this actor's other messages (they stay queued) until the reply or the timeout; the
@@ -311,9 +320,11 @@ class alignas(64) receive_context final : public envelope {
   void release_sender() noexcept;
   // env null: the request is refused at once with `refused` (empty_pid when ok); the
   // continuation still gets the error, on a later turn.
+  // sink (optional): takes the built envelope instead of `to` (the grain layer hands a request
+  // to a grain that must be activated off this worker to its runtime threads).
   request_handle request_erased(const pid& to, envelope_ptr env, std::chrono::nanoseconds timeout,
                                 detail::continuation then, request_options options,
-                                akt::error refused = {});
+                                akt::error refused = {}, detail::envelope_sink sink = {});
 
   friend class detail::system_core;
   friend struct detail::context_access;
