@@ -8,6 +8,7 @@
 
 #include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
+#include "actor/delivery_fields.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/reply_slot.hpp"
 #include "akt/actor/detail/pipe.hpp"
@@ -322,17 +323,7 @@ struct enqueue_delivery final : grain_directory::visitor {
   error visit(actor_cell* cell) override {
     if (error e = reserve(cell, id)) return e;
     auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(d.msg)).release());
-    context_access::sender(*env) = std::exchange(d.sender, nullptr);
-    if (d.route != nullptr) {
-      context_access::reply(*env) = std::exchange(d.route, nullptr);
-      context_access::reply_closed(*env) = false;
-      context_access::flags(*env) |= envelope::flag_ask;
-    }
-    if (d.deadline_ns != 0) {
-      context_access::deadline(*env) = d.deadline_ns;
-      context_access::flags(*env) |= envelope::flag_has_deadline;
-    }
-    context_access::flags(*env) |= d.flags;
+    fill_envelope(*env, d);
     if (cell->deliver_if_open(env)) return {};
     refused = env;
     refused_by = detail::share_pid(cell);
