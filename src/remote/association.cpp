@@ -93,7 +93,7 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
   }
   if (deadline != 0) {
     // Time left, not a clock reading: the nodes' clocks need not agree.
-    const std::int64_t left = deadline - node_.core()->timers_.now_ns();
+    const std::int64_t left = deadline - node_.core()->now_ns();
     f.deadline_left_ns = left > 0 ? static_cast<std::uint64_t>(left) : 1;
   }
   const bool ask = route != nullptr;

@@ -337,7 +337,7 @@ akt::detail::delivery_fields inbound_link::delivery_of(const frame_header& h,
   }
   if (f.deadline_left_ns != 0) {
     // Time left, not a clock reading: the nodes' clocks need not agree.
-    d.deadline_ns = node_.core()->timers_.now_ns() + static_cast<std::int64_t>(f.deadline_left_ns);
+    d.deadline_ns = node_.core()->now_ns() + static_cast<std::int64_t>(f.deadline_left_ns);
   }
   return d;
 }
@@ -420,13 +420,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
       // Spawning runs the actor's pre_start: user code, never on an I/O thread.
       auto task = [&node, answer, fail, kind = req.spawn().kind(), name = req.spawn().name()] {
         akt::remote::control_reply r;
-        akt::detail::system_core* core = node.core();
-        akt::detail::system_core::actor_factory make;
-        {
-          std::lock_guard<std::mutex> lock(core->kinds_mutex_);
-          if (auto it = core->actor_kinds_.find(kind); it != core->actor_kinds_.end())
-            make = it->second;
-        }
+        akt::detail::system_core::actor_factory make = node.core()->find_actor_kind(kind);
         if (!make) {
           fail(r,
                error(errc::invalid_argument, "no actor kind '" + kind + "' on " + node.address()));
@@ -439,7 +433,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
         }
         answer(r);
       };
-      if (!node.core()->blocking_.submit(std::move(task))) {
+      if (!node.core()->run_blocking(std::move(task))) {
         akt::remote::control_reply r;
         fail(r, refusal(errc::system_shutting_down, node.address() + " is stopping"));
         answer(r);
@@ -457,7 +451,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
         }
         answer(r);
       };
-      if (!node.core()->blocking_.submit(std::move(task))) {
+      if (!node.core()->run_blocking(std::move(task))) {
         akt::remote::control_reply r;
         fail(r, refusal(errc::system_shutting_down, node.address() + " is stopping"));
         answer(r);
