@@ -168,9 +168,8 @@ result<pid> actor_system::lookup(std::string_view node, std::string_view name,
 error actor_system::register_actor_factory(
     std::string_view kind, std::function<result<pid>(actor_system&, std::string_view)> make) {
   if (kind.empty() || !make) return error(errc::invalid_argument, "an actor kind needs a name");
-  std::lock_guard<std::mutex> lock(core_->kinds_mutex_);
-  auto [it, added] = core_->actor_kinds_.try_emplace(std::string(kind), std::move(make));
-  if (!added) return error(errc::duplicate_type_name, "actor kind " + std::string(kind));
+  if (!core_->add_actor_kind(kind, std::move(make)))
+    return error(errc::duplicate_type_name, "actor kind " + std::string(kind));
   return {};
 }
 

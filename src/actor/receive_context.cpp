@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
+#include "actor/delivery_fields.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
 #include "akt/actor/actor_system.hpp"
@@ -424,6 +426,20 @@ namespace detail {
 
 void add_ref(actor_cell* c) noexcept { c->add_ref(); }
 void release(actor_cell* c) noexcept { c->release(); }
+
+void fill_envelope(receive_context& env, delivery_fields& f) noexcept {
+  if (f.sender != nullptr) context_access::sender(env) = std::exchange(f.sender, nullptr);
+  if (f.route != nullptr) {
+    context_access::reply(env) = std::exchange(f.route, nullptr);
+    context_access::reply_closed(env) = false;
+    context_access::flags(env) |= envelope::flag_ask;
+  }
+  if (f.deadline_ns != 0) {
+    context_access::deadline(env) = f.deadline_ns;
+    context_access::flags(env) |= envelope::flag_has_deadline;
+  }
+  context_access::flags(env) |= f.flags;
+}
 
 envelope* acquire_envelope(actor_cell* to) {
   const std::uint32_t home = to->home_shard();  // tagged for a grain: the grain pool

@@ -10,11 +10,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "actor/cluster_hooks.hpp"
@@ -205,10 +207,29 @@ class system_core {
   bool crashing() const noexcept { return crash_requested_.load(std::memory_order_acquire); }
   cluster_extension* cluster() const noexcept { return cluster_.load(std::memory_order_acquire); }
 
-  // Actor kinds registered by name, for spawn_on from other nodes (guarded by kinds_mutex_).
+  // Actor kinds registered by name, for spawn_on from other nodes. Any thread; each call takes
+  // kinds_mutex_ once and runs no factory under it.
   using actor_factory = std::function<result<pid>(actor_system&, std::string_view name)>;
-  std::mutex kinds_mutex_;
-  std::unordered_map<std::string, actor_factory> actor_kinds_;
+  // Registers make under kind; false (make dropped) when kind has a factory already.
+  bool add_actor_kind(std::string_view kind, actor_factory make) {
+    std::lock_guard<std::mutex> lock(kinds_mutex_);
+    return actor_kinds_.try_emplace(std::string(kind), std::move(make)).second;
+  }
+  // A copy of kind's factory; empty when none is registered.
+  actor_factory find_actor_kind(const std::string& kind) const {
+    std::lock_guard<std::mutex> lock(kinds_mutex_);
+    if (auto it = actor_kinds_.find(kind); it != actor_kinds_.end()) return it->second;
+    return {};
+  }
+
+  // The runtime's "now" (the timer service's clock: virtual under manual time), for deadlines
+  // carried as time left. Any thread, lock-free.
+  std::int64_t now_ns() const noexcept { return timers_.now_ns(); }
+  // Runs task on the blocking pool (user code that must run neither on a dispatcher worker nor
+  // on an I/O thread); false when the pool is stopping (task dropped).
+  bool run_blocking(std::function<void()> task) { return blocking_.submit(std::move(task)); }
+  // The system's event stream (peer events and the like are published here).
+  event_stream& events() const noexcept { return *events_; }
 
   void log(log_level level, std::string_view component, std::string_view text) const {
     if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
@@ -246,6 +267,8 @@ class system_core {
     delete remote_.load(std::memory_order_acquire);
   }
   std::atomic<std::uint32_t> refs_{1};
+  mutable std::mutex kinds_mutex_;
+  std::unordered_map<std::string, actor_factory> actor_kinds_;  // guarded by kinds_mutex_
   std::mutex death_mutex_;
   std::condition_variable death_cv_;
 };

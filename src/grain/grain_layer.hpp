@@ -323,6 +323,57 @@ class grain_layer final : public system_extension {
 
   system_core* core() const noexcept { return core_; }
 
+  // The queue of deliveries from other nodes that wait for an identity's activation
+  // (deliver_to_grain, drain_pending in grain_send.cpp; see pending_). Any thread; each call
+  // takes pending_mutex_ once, except any_pending, which reads only the count.
+  //
+  // Whether any identity has a queue: a send skips the mutex while nothing waits anywhere.
+  bool any_pending() const noexcept { return pending_count_.load(std::memory_order_acquire) != 0; }
+  // Appends d to key's queue if it has one (true); false (d untouched) if it has none.
+  bool join_pending(const std::string& key, grain_delivery& d) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    return join_pending_locked(key, d);
+  }
+  // Appends d to key's queue if it has one (false), or opens key's queue with d (true: the
+  // caller must see it drained).
+  bool open_pending(const std::string& key, grain_delivery& d) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (join_pending_locked(key, d)) return false;
+    auto& q = pending_[key];
+    q.push_back(std::make_unique<grain_delivery>(std::move(d)));
+    pending_count_.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+  // The first delivery of key's queue, which stays in the queue (and owned there) until
+  // pop_pending; null when key has no queue, or its queue is empty (the queue is then closed).
+  grain_delivery* front_pending(const std::string& key) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return nullptr;
+    if (it->second.empty()) {
+      pending_.erase(it);
+      pending_count_.fetch_sub(1, std::memory_order_release);
+      return nullptr;
+    }
+    return it->second.front().get();
+  }
+  // Drops the first delivery of key's queue (the one front_pending gave).
+  void pop_pending(const std::string& key) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_[key].pop_front();
+  }
+  // Closes key's queue and hands over what waits in it (empty when it has none).
+  std::deque<std::unique_ptr<grain_delivery>> take_pending(const std::string& key) {
+    std::deque<std::unique_ptr<grain_delivery>> out;
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      out.swap(it->second);
+      pending_.erase(it);
+      pending_count_.fetch_sub(1, std::memory_order_release);
+    }
+    return out;
+  }
+
  private:
   // Activates one identity for the directory: builds the cell (create) and runs on_activate
   // through the cell's start (start).
@@ -353,6 +404,13 @@ class grain_layer final : public system_extension {
     for (const auto& [name, k] : kinds_) next->kinds.emplace(name, k.get());
     kind_index* old = kind_index_.exchange(next.release(), std::memory_order_acq_rel);
     if (old != nullptr) retired_.emplace_back(old);
+  }
+
+  bool join_pending_locked(const std::string& key, grain_delivery& d) {  // under pending_mutex_
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return false;
+    it->second.push_back(std::make_unique<grain_delivery>(std::move(d)));
+    return true;
   }
 
   template <class T>
@@ -402,14 +460,11 @@ class grain_layer final : public system_extension {
   // Deliveries from other nodes waiting for their identity's activation on the blocking pool,
   // in arrival order (deliver_to_grain): while an identity has an entry here, later deliveries
   // to it join the queue instead of overtaking it. Guarded by pending_mutex_; pending_count_
-  // (writer: under the mutex, release; readers: deliver_to_grain, acquire) lets a send skip the
+  // (writer: under the mutex, release; reader: any_pending, acquire) lets a send skip the
   // mutex while nothing waits anywhere.
- public:
   std::mutex pending_mutex_;
   std::unordered_map<std::string, std::deque<std::unique_ptr<grain_delivery>>> pending_;
   std::atomic<std::size_t> pending_count_{0};
-
- private:
   // Writers: set_placement / set_gate, once (acq_rel); readers: senders and activations
   // (acquire). Owned.
   std::atomic<grain_placement*> placement_{nullptr};

@@ -40,6 +40,7 @@
 #include <memory>
 #include <string_view>
 
+#include "actor/delivery_fields.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
@@ -118,14 +119,11 @@ bool install_grain_fence(system_core* core, const grain_fence* f);
 grain_place route_grain(system_core* core, const grain_identity& id);
 
 // A message for a grain that arrived from elsewhere (another node, through the remote module),
-// with what its envelope must carry. The sender's reference (if any) and the reply route belong
-// to the delivery until it reaches an envelope.
-struct grain_delivery {
+// with what its envelope must carry (delivery_fields: the sender, the reply route, the deadline,
+// the flags). The sender's reference (if any) and the reply route belong to the delivery until
+// it reaches an envelope (fill_envelope).
+struct grain_delivery : delivery_fields {
   message msg;
-  actor_cell* sender = nullptr;  // a reference the delivery owns
-  reply_route* route = nullptr;  // an ask or an acknowledged tell's answer
-  std::int64_t deadline_ns = 0;  // timer service clock; 0: none
-  std::uint32_t flags = 0;       // envelope flags to add (remote_origin, encoded, grain_ack)
 };
 // The seam remote senders (and, next, the cluster) reach a grain of this node through: the
 // message goes into the identity's activation like a one-way tell, with d's sender, answer

@@ -8,6 +8,7 @@
 
 #include "actor/blocking_ask.hpp"
 #include "actor/cell_extras.hpp"
+#include "actor/delivery_fields.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/reply_slot.hpp"
 #include "akt/actor/detail/pipe.hpp"
@@ -397,17 +398,7 @@ struct enqueue_delivery final : grain_directory::visitor {
   error visit(actor_cell* cell) override {
     if (error e = reserve(cell, id)) return e;
     auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(d.msg)).release());
-    context_access::sender(*env) = std::exchange(d.sender, nullptr);
-    if (d.route != nullptr) {
-      context_access::reply(*env) = std::exchange(d.route, nullptr);
-      context_access::reply_closed(*env) = false;
-      context_access::flags(*env) |= envelope::flag_ask;
-    }
-    if (d.deadline_ns != 0) {
-      context_access::deadline(*env) = d.deadline_ns;
-      context_access::flags(*env) |= envelope::flag_has_deadline;
-    }
-    context_access::flags(*env) |= d.flags;
+    fill_envelope(*env, d);
     if (cell->deliver_if_open(env)) return {};
     refused = env;
     refused_by = detail::share_pid(cell);
@@ -438,21 +429,11 @@ void drain_pending(system_core* core, const grain_identity& id) {
   grain_layer& layer = layer_of(core);
   const std::string key = id.str();
   for (;;) {
-    grain_delivery* d = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(layer.pending_mutex_);
-      auto it = layer.pending_.find(key);
-      if (it == layer.pending_.end()) return;
-      if (it->second.empty()) {
-        layer.pending_.erase(it);
-        layer.pending_count_.fetch_sub(1, std::memory_order_release);
-        return;
-      }
-      d = it->second.front().get();  // stays in the queue (and owned there) while it is sent
-    }
+    // Stays in the queue (and owned there) while it is sent.
+    grain_delivery* d = layer.front_pending(key);
+    if (d == nullptr) return;
     if (error err = try_deliver(core, id, *d, true)) refuse_delivery(core, id, *d, err);
-    std::lock_guard<std::mutex> lock(layer.pending_mutex_);
-    layer.pending_[key].pop_front();
+    layer.pop_pending(key);
   }
 }
 }  // namespace
@@ -460,36 +441,15 @@ void drain_pending(system_core* core, const grain_identity& id) {
 void deliver_to_grain(system_core* core, const grain_identity& id, grain_delivery d) {
   grain_layer& layer = layer_of(core);
   // Deliveries already wait for this identity's activation: this one goes behind them.
-  auto join_queue = [&](std::unique_lock<std::mutex>&) -> bool {
-    auto it = layer.pending_.find(id.str());
-    if (it == layer.pending_.end()) return false;
-    it->second.push_back(std::make_unique<grain_delivery>(std::move(d)));
-    return true;
-  };
-  if (layer.pending_count_.load(std::memory_order_acquire) != 0) {
-    std::unique_lock<std::mutex> lock(layer.pending_mutex_);
-    if (join_queue(lock)) return;
-  }
+  if (layer.any_pending() && layer.join_pending(id.str(), d)) return;
   error e = try_deliver(core, id, d, false);
   if (e == k_not_active) {
     // Activate on the blocking pool (on_activate is user code, this is an I/O thread), and
     // deliver this one and those that follow it there, in order.
-    std::unique_lock<std::mutex> lock(layer.pending_mutex_);
-    if (join_queue(lock)) return;
-    auto& q = layer.pending_[id.str()];
-    q.push_back(std::make_unique<grain_delivery>(std::move(d)));
-    layer.pending_count_.fetch_add(1, std::memory_order_release);
-    lock.unlock();
+    if (!layer.open_pending(id.str(), d)) return;  // joined a queue that is being drained
     if (core->blocking_.submit([core, id] { drain_pending(core, id); })) return;
     // The pool is stopping: refuse what waits.
-    std::deque<std::unique_ptr<grain_delivery>> refused;
-    lock.lock();
-    if (auto it = layer.pending_.find(id.str()); it != layer.pending_.end()) {
-      refused.swap(it->second);
-      layer.pending_.erase(it);
-      layer.pending_count_.fetch_sub(1, std::memory_order_release);
-    }
-    lock.unlock();
+    std::deque<std::unique_ptr<grain_delivery>> refused = layer.take_pending(id.str());
     for (auto& r : refused) refuse_delivery(core, id, *r, errc::system_shutting_down);
     return;
   }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "actor/cell_extras.hpp"
+#include "actor/delivery_fields.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
 #include "grain/grain_seams.hpp"
@@ -313,30 +314,32 @@ void inbound_link::on_envelope(connection& c, const frame_header& h, byte_span b
            : akt::detail::make_envelope(
                  cell, encoded_payload(f.type_id, payload, shared_from_this(), credit));
   if (pill) grant(credit);
-  auto* env = static_cast<receive_context*>(owned.get());
-  std::uint32_t& flags = context_access::flags(*env);
-  flags |= envelope::flag_remote_origin | (pill ? 0u : envelope::flag_encoded);
+  akt::detail::delivery_fields d = delivery_of(h, f);
+  if (!pill) d.flags |= envelope::flag_encoded;
+  akt::detail::fill_envelope(*static_cast<receive_context*>(owned.get()), d);
+  // A refusal (dead, mailbox full, shutting down) dead-letters it and answers an ask, marked.
+  (void)cell->deliver(static_cast<receive_context*>(owned.release()));
+}
+
+akt::detail::delivery_fields inbound_link::delivery_of(const frame_header& h,
+                                                       const envelope_fields& f) {
+  akt::detail::delivery_fields d;
+  d.flags = envelope::flag_remote_origin;
   if (f.sender_uid != 0) {
     pid sender = origin_->proxy(f.sender_uid, "");
-    akt::detail::actor_cell* s = akt::detail::cell_of(sender);
-    s->add_ref();
-    context_access::sender(*env) = s;
+    d.sender = akt::detail::cell_of(sender);
+    d.sender->add_ref();
   }
   if (h.type == frame_type::ask) {
-    context_access::reply(*env) = new remote_reply_route(node_, origin_, h.correlation,
-                                                         (h.flags & k_flag_caller_blocked) != 0);
-    context_access::reply_closed(*env) = false;
-    flags |= envelope::flag_ask;
-    if ((f.flags & k_envelope_acknowledged) != 0) flags |= envelope::flag_grain_ack;
+    d.route = new remote_reply_route(node_, origin_, h.correlation,
+                                     (h.flags & k_flag_caller_blocked) != 0);
+    if ((f.flags & k_envelope_acknowledged) != 0) d.flags |= envelope::flag_grain_ack;
   }
   if (f.deadline_left_ns != 0) {
     // Time left, not a clock reading: the nodes' clocks need not agree.
-    context_access::deadline(*env) =
-        core->timers_.now_ns() + static_cast<std::int64_t>(f.deadline_left_ns);
-    flags |= envelope::flag_has_deadline;
+    d.deadline_ns = node_.core()->now_ns() + static_cast<std::int64_t>(f.deadline_left_ns);
   }
-  // A refusal (dead, mailbox full, shutting down) dead-letters it and answers an ask, marked.
-  (void)cell->deliver(static_cast<receive_context*>(owned.release()));
+  return d;
 }
 
 void inbound_link::deliver_to_grain(const frame_header& h, const envelope_fields& f,
@@ -354,20 +357,8 @@ void inbound_link::deliver_to_grain(const frame_header& h, const envelope_fields
                     std::string(identity.substr(slash + 1))};
   akt::detail::grain_delivery d;
   d.msg = message(encoded_payload(f.type_id, payload, shared_from_this(), credit));
-  d.flags = envelope::flag_remote_origin | envelope::flag_encoded;
-  if (f.sender_uid != 0) {
-    pid sender = origin_->proxy(f.sender_uid, "");
-    d.sender = akt::detail::cell_of(sender);
-    d.sender->add_ref();
-  }
-  if (h.type == frame_type::ask) {
-    d.route = new remote_reply_route(node_, origin_, h.correlation,
-                                     (h.flags & k_flag_caller_blocked) != 0);
-    if ((f.flags & k_envelope_acknowledged) != 0) d.flags |= envelope::flag_grain_ack;
-  }
-  if (f.deadline_left_ns != 0) {
-    d.deadline_ns = node_.core()->timers_.now_ns() + static_cast<std::int64_t>(f.deadline_left_ns);
-  }
+  static_cast<akt::detail::delivery_fields&>(d) = delivery_of(h, f);
+  d.flags |= envelope::flag_encoded;
   akt::detail::deliver_to_grain(node_.core(), id, std::move(d));
 }
 
@@ -429,13 +420,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
       // Spawning runs the actor's pre_start: user code, never on an I/O thread.
       auto task = [&node, answer, fail, kind = req.spawn().kind(), name = req.spawn().name()] {
         akt::remote::control_reply r;
-        akt::detail::system_core* core = node.core();
-        akt::detail::system_core::actor_factory make;
-        {
-          std::lock_guard<std::mutex> lock(core->kinds_mutex_);
-          if (auto it = core->actor_kinds_.find(kind); it != core->actor_kinds_.end())
-            make = it->second;
-        }
+        akt::detail::system_core::actor_factory make = node.core()->find_actor_kind(kind);
         if (!make) {
           fail(r,
                error(errc::invalid_argument, "no actor kind '" + kind + "' on " + node.address()));
@@ -448,7 +433,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
         }
         answer(r);
       };
-      if (!node.core()->blocking_.submit(std::move(task))) {
+      if (!node.core()->run_blocking(std::move(task))) {
         akt::remote::control_reply r;
         fail(r, refusal(errc::system_shutting_down, node.address() + " is stopping"));
         answer(r);
@@ -466,7 +451,7 @@ void inbound_link::on_control(connection& c, const frame_header& h, byte_span bo
         }
         answer(r);
       };
-      if (!node.core()->blocking_.submit(std::move(task))) {
+      if (!node.core()->run_blocking(std::move(task))) {
         akt::remote::control_reply r;
         fail(r, refusal(errc::system_shutting_down, node.address() + " is stopping"));
         answer(r);

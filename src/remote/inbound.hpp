@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actor/delivery_fields.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/remote/serialization.hpp"
 #include "remote/payload.hpp"
@@ -46,6 +47,9 @@ class inbound_link final : public connection::handler,
   void on_hello(connection& c, byte_span body);
   void on_envelope(connection& c, const frame_header& h, byte_span body);
   void on_control(connection& c, const frame_header& h, byte_span body);
+  // The sender (a proxy, referenced), answer route, deadline and flags (remote_origin,
+  // grain_ack) that the wire fields f of frame h give a delivery, to an actor or a grain alike.
+  akt::detail::delivery_fields delivery_of(const frame_header& h, const envelope_fields& f);
   // A message for a grain of this node ("kind/name").
   void deliver_to_grain(const frame_header& h, const envelope_fields& f, byte_span payload,
                         std::uint32_t credit);

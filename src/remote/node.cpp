@@ -201,7 +201,7 @@ error remote_node::open() {
 
 void remote_node::sweep() {
   if (closing()) return;
-  const std::int64_t now = core_->timers_.now_ns();
+  const std::int64_t now = core_->now_ns();
   std::vector<std::shared_ptr<association>> all;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -275,14 +275,14 @@ void remote_node::forget_link(inbound_link* l) {
 }
 
 void remote_node::publish_connected(const std::string& address, std::uint64_t incarnation) {
-  auto& events = *core_->events_;
+  auto& events = core_->events();
   if (!events.has_subscribers<peer_connected>()) return;
   events.publish(peer_connected{address, incarnation});
 }
 
 void remote_node::publish_disconnected(const std::string& address, const error& why) {
   log(log_level::warning, "peer " + address + " lost: " + why.message());
-  auto& events = *core_->events_;
+  auto& events = core_->events();
   if (!events.has_subscribers<peer_disconnected>()) return;
   events.publish(peer_disconnected{address, why});
 }
@@ -422,7 +422,7 @@ result<message> remote_node::control_call(const node_address& node,
   if (closing()) return errc::system_shutting_down;
   std::shared_ptr<association> a = association_for(node.host, node.port);
   auto* slot = new akt::detail::reply_slot();
-  const std::int64_t deadline = core_->timers_.now_ns() + timeout.count();
+  const std::int64_t deadline = core_->now_ns() + timeout.count();
   if (error e = a->call_control(request, slot, deadline)) {
     delete slot;
     return e;
@@ -584,7 +584,7 @@ result<message> ask_grain_on(actor_system& sys, std::string_view node, const gra
   std::shared_ptr<association> a = (*rn)->association_for(n->host, n->port);
   auto* slot = new akt::detail::reply_slot();
   akt::detail::system_core* core = akt::detail::core_of(sys);
-  const std::int64_t deadline = core->timers_.now_ns() + timeout.count();
+  const std::int64_t deadline = core->now_ns() + timeout.count();
   if (error e = a->send_to_grain(id.str(), msg, slot, deadline, false)) {
     delete slot;
     core->dead_letter(std::move(msg), pid(), pid(), e);

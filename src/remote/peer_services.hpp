@@ -1,7 +1,8 @@
 #pragma once
 // peer_services: what an association needs of its node, and nothing more. remote_node
-// implements it; association.cpp depends on this header, not on node.hpp, so the node uses its
-// associations and an association uses only this narrow service (no include circle).
+// implements it; association.cpp and its siblings (association_*.cpp) depend on this header, not
+// on node.hpp, so the node uses its associations and an association uses only this narrow
+// service (no include circle).
 //
 // Contract
 // - The accessors read fields that are set before the first association exists (the node's

@@ -1,0 +1,67 @@
+// The outbound side towards one peer (association.hpp): calls and their expiry.
+
+#include "remote/association.hpp"
+
+#include <utility>
+
+#include "actor/reply_slot.hpp"
+#include "actor/system_core.hpp"
+#include "remote/peer_services.hpp"
+
+namespace akt::remote::detail {
+
+std::uint64_t association::register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
+                                         bool control, bool sent) {
+  std::lock_guard<std::mutex> lock(calls_mutex_);
+  const std::uint64_t id = next_call_++;
+  const pending_call call{route, deadline_ns, control, sent};
+  if (spare_calls_.empty()) {
+    calls_.emplace(id, call);
+    return id;
+  }
+  call_map::node_type entry = std::move(spare_calls_.back());
+  spare_calls_.pop_back();
+  entry.key() = id;
+  entry.mapped() = call;
+  calls_.insert(std::move(entry));
+  return id;
+}
+
+akt::detail::reply_route* association::take_call(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(calls_mutex_);
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return nullptr;
+  call_map::node_type entry = calls_.extract(it);
+  akt::detail::reply_route* r = entry.mapped().route;
+  if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
+  return r;
+}
+
+void association::complete_call(std::uint64_t id, result<message> value) {
+  akt::detail::reply_route* route = take_call(id);
+  if (route == nullptr) return;  // answered already, expired, or failed: a late answer is dropped
+  if (!route->complete(value) && value.has_value()) {
+    node_.core()->dead_letter(std::move(*value), pid(), pid(), errc::request_timeout);
+  }
+}
+
+void association::expire_calls(std::int64_t now_ns) {
+  std::vector<akt::detail::reply_route*> expired;
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second.deadline_ns != 0 && it->second.deadline_ns <= now_ns) {
+        expired.push_back(it->second.route);
+        it = calls_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (akt::detail::reply_route* r : expired) {
+    result<message> v(error(errc::request_timeout, "no answer from " + key_ + " in time"));
+    (void)r->complete(v);
+  }
+}
+
+}  // namespace akt::remote::detail
