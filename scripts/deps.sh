@@ -15,6 +15,7 @@ packages=(
   clang-14 libclang-rt-14-dev               # the fuzzer (scripts/fuzz.sh, libFuzzer)
   libgrpc++-dev protobuf-compiler-grpc      # akt::etcd: gRPC C++ (Debian's gRPCConfig needs the plugin)
   etcd-server etcd-client                   # the etcd store's tests and scripts/etcd.sh
+  curl python3                              # scripts/etcd.sh: health check, free ports
 )
 
 missing=()
