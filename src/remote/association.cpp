@@ -223,7 +223,13 @@ void association::shut_down(std::chrono::steady_clock::time_point deadline) {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     calls.swap(calls_);
   }
-  for (auto& c : conns) c->close(error(errc::system_shutting_down, "the node stops"));
+  const error stops(errc::system_shutting_down, "the node stops");
+  for (auto& c : conns) {
+    if (node_.core()->crashing())
+      c->abort(stops);  // as a killed process: the peer's connection is reset
+    else
+      c->close(stops);
+  }
   dead_letter_backlog(backlog, error(errc::system_shutting_down,
                                      "the node stopped before " + key_ + " was reachable"));
   for (auto& [id, call] : calls) {

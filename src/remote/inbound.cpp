@@ -104,7 +104,12 @@ inbound_link::inbound_link(remote_node& node, std::shared_ptr<connection> c)
     : node_(node), conn_(c) {}
 
 void inbound_link::close(const error& why) {
-  if (auto c = conn_.lock()) c->close(why);
+  auto c = conn_.lock();
+  if (!c) return;
+  if (node_.core()->crashing())
+    c->abort(why);  // as a killed process: the peer's connection is reset
+  else
+    c->close(why);
 }
 
 void inbound_link::on_closed(connection&, const error& why) {

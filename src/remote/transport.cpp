@@ -140,6 +140,17 @@ void connection::close(const error& why) {
   request_close();
 }
 
+void connection::abort(const error& why) {
+  {
+    std::lock_guard lock(out_mutex_);
+    if (closed_.load(std::memory_order_relaxed)) return;
+    close_reason_ = why;
+    reset_on_close_ = true;
+    closed_.store(true, std::memory_order_release);
+  }
+  request_close();
+}
+
 void connection::close_after_flush(const error& why) {
   {
     std::lock_guard lock(out_mutex_);
@@ -339,7 +350,11 @@ void stream_connection::do_close() {
   {
     std::lock_guard lock(out_mutex_);  // no direct write is inside send() past this point
     direct_fd_ = -1;
-    lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    if (reset_on_close_) {
+      lowest().set_option(asio::socket_base::linger(true, 0), ignored);  // RST, not FIN
+    } else {
+      lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    }
     lowest().close(ignored);
   }
   // Pending reads and writes complete with operation_aborted and find closing_ set.

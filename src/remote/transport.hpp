@@ -159,6 +159,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // (If bytes from the peer are still unread at the close, the kernel resets the connection,
   // and the peer may lose what it had not read yet: use it where the peer waits for an answer.)
   void close_after_flush(const error& why);
+  // As close(), but the socket is reset (SO_LINGER 0, no FIN): the peer sees ECONNRESET, as
+  // from a killed process (akt::testkit::crash).
+  void abort(const error& why);
   bool open() const noexcept { return !closed_.load(std::memory_order_acquire); }
 
   // Liveness: when nothing was written for `interval`, or nothing received for `interval`,
@@ -237,6 +240,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // the read loop on the I/O thread (acquire), which stop delivering once it is set; send()
   // reads it under the mutex.
   std::atomic<bool> closed_{false};
+  bool reset_on_close_ = false;  // guarded by out_mutex_; set by abort() before closed_
 
   // Statistics. Writer: the connection's strand (one I/O thread at a time). Reader: stats()
   // from any thread. Relaxed: independent counters, nothing is published through them.

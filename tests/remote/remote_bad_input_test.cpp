@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "akt/testkit/local_cluster.hpp"
 #include "remote/frame.hpp"
 #include "remote/node.hpp"
 #include "remote/raw_wire.hpp"
@@ -72,6 +73,21 @@ class raw_socket {
   // Reads one whole frame (the header's limit: 16 MiB) within the bound.
   bool read_frame(rd::frame_header& h, bytes& body, std::chrono::milliseconds bound) {
     return raw::read_frame(fd_, h, body, clock_type::now() + bound, nullptr, 16u << 20);
+  }
+
+  // How the node ended the connection: 0 for an orderly end of stream (FIN), -errno for an
+  // error (-ECONNRESET: reset), -ETIMEDOUT if still open when the bound passes; what it sent
+  // before is discarded.
+  int how_it_ended(std::chrono::milliseconds bound) {
+    const auto deadline = clock_type::now() + bound;
+    unsigned char sink[4096];
+    for (;;) {
+      if (!raw::wait_readable(fd_, deadline)) return -ETIMEDOUT;
+      const ssize_t got = ::recv(fd_, sink, sizeof sink, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got > 0) continue;
+      return got == 0 ? 0 : -errno;
+    }
   }
 
   // Waits until the node closed the connection (end of stream or a reset), discarding what it
@@ -267,6 +283,25 @@ TEST_F(Remote_BadInput, AWrongWireVersionClosesTheConnection) {
   EXPECT_NE(reject.reason().find("version"), std::string::npos) << reject.reason();
   EXPECT_TRUE(raw.wait_closed(k_bound));
   EXPECT_TRUE(serves());
+}
+
+// akt::testkit::crash stops a node as a killed process looks to its peers: the kernel resets
+// a killed process's connections, so the crash resets them too; a clean stop ends them in order.
+TEST_F(Remote_BadInput, ACrashResetsTheNodesConnectionsAndACleanStopEndsThemInOrder) {
+  auto crashed = greeted();  // a handshake done: the node holds this connection
+  ASSERT_TRUE(akt::testkit::crash(*target_sys));
+  EXPECT_EQ(crashed->how_it_ended(k_bound), -ECONNRESET);
+  // A clean stop: a node of its own, the same handshake first.
+  akt::actor_system other("target", node_config());
+  ASSERT_TRUE(other.start());
+  const std::string where = node_of(other);
+  raw_socket raw(static_cast<std::uint16_t>(std::stoi(where.substr(where.rfind(':') + 1))));
+  ASSERT_TRUE(raw.write(hello_frame()));
+  rd::frame_header h;
+  bytes body;
+  ASSERT_TRUE(raw.read_frame(h, body, k_bound));
+  ASSERT_TRUE(other.stop());
+  EXPECT_EQ(raw.how_it_ended(k_bound), 0);
 }
 
 TEST_F(Remote_BadInput, ATruncatedHelloClosesTheConnection) {
