@@ -11,9 +11,8 @@
 //
 // crash(sys) (also usable alone) stops a system the way a killed process looks to the others:
 // no shutdown hooks, no on_deactivate, no claim release, no lease revoke (its keep-alives just
-// stop, so the others see it leave when its lease expires), nothing queued is flushed to peers.
-// Its connections close (peers see them end; a real kill would reset them: the fault proxy,
-// akt/testkit/tcp_proxy.hpp, does that).
+// stop, so the others see it leave when its lease expires), nothing queued is flushed to peers,
+// and its connections are reset (SO_LINGER 0), as the kernel resets a killed process's.
 //
 // Contract: one thread drives a local_cluster (the test's); node(i) stays valid until that node
 // is restarted or the cluster is destroyed. The destructor stops every node still running.
