@@ -4,10 +4,13 @@
 // provider the test gives, such as etcd). It stops, crashes, restarts and cuts off nodes:
 //
 //   akt::testkit::local_cluster_options o;
-//   o.prepare = [](akt::actor_system& s, std::size_t) { (void)akt::register_grain_kind<account>(s);
-//   }; akt::testkit::local_cluster c(3, o); ASSERT_TRUE(c.start());                  // every node
-//   sees all three c.crash(2);                              // as kill -9 looks from the other
-//   nodes c.cut_off(1, true);                      // node 1 loses the store: it fences itself
+//   o.prepare = [](akt::actor_system& s, std::size_t) {
+//     (void)akt::register_grain_kind<account>(s);
+//   };
+//   akt::testkit::local_cluster c(3, o);
+//   ASSERT_TRUE(c.start());  // every node sees all three
+//   c.crash(2);              // as kill -9 looks from the other nodes
+//   c.cut_off(1, true);      // node 1 loses the store: it fences itself
 //
 // crash(sys) (also usable alone) stops a system the way a killed process looks to the others:
 // no shutdown hooks, no on_deactivate, no claim release, no lease revoke (its keep-alives just
