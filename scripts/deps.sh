@@ -13,6 +13,8 @@ packages=(
   libasio-dev libssl-dev                    # remoting: TCP and TLS
   libprotobuf-dev protobuf-compiler         # remoting: handshake and control frames
   clang-14 libclang-rt-14-dev               # the fuzzer (scripts/fuzz.sh, libFuzzer)
+  libgrpc++-dev protobuf-compiler-grpc      # akt::etcd: gRPC C++ (Debian's gRPCConfig needs the plugin)
+  etcd-server etcd-client                   # the etcd store's tests and scripts/etcd.sh
 )
 
 missing=()
