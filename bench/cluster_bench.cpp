@@ -27,6 +27,7 @@
 //   node-1 (must be below TTL - margin), and from the cut to that message.
 
 #include <time.h>
+#include <unistd.h>
 
 #include <dirent.h>
 #include <akt/akt.hpp>
@@ -34,6 +35,9 @@
 #include <akt/cluster/inproc_store.hpp>
 #include <akt/remote/remote.hpp>
 #include <akt/testkit/local_cluster.hpp>
+#ifdef AKT_BENCH_HAS_ETCD
+#include <akt/etcd/etcd_store.hpp>
+#endif
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -74,6 +78,8 @@ struct node_log {
   std::atomic<std::int64_t> acked_sent{0};
   std::atomic<std::int64_t> acked_at{0};    // when that acknowledgement arrived
   std::atomic<std::int64_t> revoked_at{0};  // when the node called revoke_lease (first time)
+  std::atomic<long> caller_tid{0};          // the thread that sends keep-alives (the ticker)
+  std::atomic<long> completion_tid{0};      // the thread their acknowledgements arrive on
 };
 
 // Forwards every call to an inproc_client and records keep-alive acknowledgements and the revoke
@@ -82,8 +88,10 @@ struct node_log {
 // hundred nanoseconds after membership takes its own (the one the fence counts from).
 class recording_store final : public cl::store {
  public:
-  recording_store(std::unique_ptr<cl::inproc_client> inner, std::shared_ptr<node_log> log)
-      : inner_(std::move(inner)), log_(std::move(log)) {}
+  // inproc: the same object as inner when it is an in-process client (for cut_off), else null.
+  recording_store(std::unique_ptr<cl::store> inner, cl::inproc_client* inproc,
+                  std::shared_ptr<node_log> log)
+      : inner_(std::move(inner)), inproc_(inproc), log_(std::move(log)) {}
   void grant_lease(std::chrono::seconds ttl, cl::store_callback<cl::lease_grant> done) override {
     // A lease is valid from its grant's send time until a keep-alive is acknowledged.
     const std::int64_t sent = now_ns();
@@ -98,8 +106,10 @@ class recording_store final : public cl::store {
   }
   void keep_alive(cl::lease_id id, cl::store_callback<cl::keep_alive_ack> done) override {
     const std::int64_t sent = now_ns();
+    log_->caller_tid.store(static_cast<long>(gettid()));
     inner_->keep_alive(
         id, [log = log_, sent, done = std::move(done)](akt::result<cl::keep_alive_ack> r) {
+          log->completion_tid.store(static_cast<long>(gettid()));
           if (r) {
             log->acked_sent.store(sent);
             log->acked_at.store(now_ns());
@@ -126,10 +136,11 @@ class recording_store final : public cl::store {
                                           cl::watch_handler& h) override {
     return inner_->watch(std::move(prefix), from, h);
   }
-  cl::inproc_client* client() { return inner_.get(); }
+  cl::inproc_client* client() { return inproc_; }
 
  private:
-  std::unique_ptr<cl::inproc_client> inner_;
+  std::unique_ptr<cl::store> inner_;
+  cl::inproc_client* inproc_;
   std::shared_ptr<node_log> log_;
 };
 
@@ -138,11 +149,30 @@ class recording_store final : public cl::store {
 // maps; a client pointer is valid while its node's membership runs.
 class recording_provider final : public cl::store_provider {
  public:
+  // etcd_endpoint: host:port of an etcd to use instead of the in-process store.
+  explicit recording_provider(std::string etcd_endpoint = {})
+      : etcd_endpoint_(std::move(etcd_endpoint)) {}
+
   akt::result<std::unique_ptr<cl::store>> open_store(std::string_view node) override {
-    cl::inproc_client_options o;
-    o.call_timeout = 300ms;  // as local_cluster's: a cut-off node's calls fail within this
     auto log = std::make_shared<node_log>();
-    auto s = std::make_unique<recording_store>(data_.connect(std::string(node), o), log);
+    std::unique_ptr<recording_store> s;
+    if (etcd_endpoint_.empty()) {
+      cl::inproc_client_options o;
+      o.call_timeout = 300ms;  // as local_cluster's: a cut-off node's calls fail within this
+      std::unique_ptr<cl::inproc_client> c = data_.connect(std::string(node), o);
+      cl::inproc_client* raw = c.get();
+      s = std::make_unique<recording_store>(std::move(c), raw, log);
+    } else {
+#ifdef AKT_BENCH_HAS_ETCD
+      akt::etcd::etcd_options o;
+      o.endpoints = {etcd_endpoint_};
+      auto c = akt::etcd::connect(o);
+      if (!c) return c.error();
+      s = std::make_unique<recording_store>(std::move(*c), nullptr, log);
+#else
+      return akt::error(akt::errc::invalid_cluster_config, "built without akt::etcd");
+#endif
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     logs_[std::string(node)] = log;
     clients_[std::string(node)] = s->client();  // lives as long as the node's membership
@@ -160,7 +190,8 @@ class recording_provider final : public cl::store_provider {
   }
 
  private:
-  cl::inproc_store data_;
+  const std::string etcd_endpoint_;
+  cl::inproc_store data_;  // unused with etcd
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<node_log>> logs_;
   std::map<std::string, cl::inproc_client*> clients_;
@@ -264,6 +295,8 @@ struct idle_figures {
   double node_cores = 0;     // the node's own threads
   double process_cores = 0;  // the whole process
   std::size_t threads = 0;
+  std::vector<double> per_thread;       // cores, by thread id (creation order)
+  double ticker = -1, completion = -1;  // the membership ticker, the store client's thread
 };
 
 idle_figures measure_idle(bool with_cluster, std::chrono::seconds wall) {
@@ -290,17 +323,29 @@ idle_figures measure_idle(bool with_cluster, std::chrono::seconds wall) {
   std::vector<long> mine;
   for (long t : thread_ids())
     if (before.count(t) == 0) mine.push_back(t);
-  std::int64_t node0 = 0;
-  for (long t : mine) node0 += thread_cpu_ns(t);
+  std::vector<std::int64_t> start(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) start[i] = thread_cpu_ns(mine[i]);
   const std::int64_t proc0 = process_cpu_ns(), t0 = now_ns();
   std::this_thread::sleep_for(wall);
-  std::int64_t node1 = 0;
-  for (long t : mine) node1 += thread_cpu_ns(t);
+  idle_figures out;
   const std::int64_t proc1 = process_cpu_ns(), t1 = now_ns();
-  (void)sys->stop();
   const double w = static_cast<double>(t1 - t0);
-  return {static_cast<double>(node1 - node0) / w, static_cast<double>(proc1 - proc0) / w,
-          mine.size()};
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const double c = static_cast<double>(thread_cpu_ns(mine[i]) - start[i]) / w;
+    out.per_thread.push_back(c);
+    out.node_cores += c;
+  }
+  if (with_cluster) {
+    const std::shared_ptr<node_log> log = provider->log("idle");
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      if (mine[i] == log->caller_tid.load()) out.ticker = out.per_thread[i];
+      if (mine[i] == log->completion_tid.load()) out.completion = out.per_thread[i];
+    }
+  }
+  (void)sys->stop();
+  out.process_cores = static_cast<double>(proc1 - proc0) / w;
+  out.threads = mine.size();
+  return out;
 }
 
 void bench_keepalive(int rounds, std::chrono::seconds wall) {
@@ -308,7 +353,7 @@ void bench_keepalive(int rounds, std::chrono::seconds wall) {
       "keepalive: idle node, TTL 5 s, 2 workers, remoting on; %d alternating rounds of "
       "%lld s each\n",
       rounds, static_cast<long long>(wall.count()));
-  series plain_node, plain_proc, cluster_node, cluster_proc;
+  series plain_node, plain_proc, cluster_node, cluster_proc, ticker, completion;
   std::size_t plain_threads = 0, cluster_threads = 0;
   for (int r = 0; r < rounds; ++r) {
     idle_figures a = measure_idle(false, wall);
@@ -324,11 +369,24 @@ void bench_keepalive(int rounds, std::chrono::seconds wall) {
         "us/s, process %.1f us/s\n",
         r + 1, a.node_cores * 1e6, a.process_cores * 1e6, b.node_cores * 1e6,
         b.process_cores * 1e6);
+    for (const idle_figures* f : {&a, &b}) {
+      std::printf("    %s, per thread in creation order (us/s):",
+                  f == &a ? "no cluster" : "cluster");
+      for (double c : f->per_thread) std::printf(" %.1f", c * 1e6);
+      std::printf("\n");
+    }
+    std::printf(
+        "    cluster: membership ticker %.1f us/s, store client completion thread %.1f us/s\n",
+        b.ticker * 1e6, b.completion * 1e6);
+    ticker.add(b.ticker * 1e6);
+    completion.add(b.completion * 1e6);
   }
   std::printf("  threads started by the node: no cluster %zu, cluster %zu\n", plain_threads,
               cluster_threads);
   print_row("no cluster section: node threads CPU", plain_node, "us/s");
   print_row("cluster TTL 5 s: node threads CPU", cluster_node, "us/s");
+  print_row("cluster TTL 5 s: membership ticker thread", ticker, "us/s");
+  print_row("cluster TTL 5 s: store client completion thread", completion, "us/s");
   print_row("no cluster section: process CPU", plain_proc, "us/s");
   print_row("cluster TTL 5 s: process CPU (incl. in-process store)", cluster_proc, "us/s");
   std::printf("  difference of medians (node threads): %.1f us/s = %.6f CPU s per s\n",
@@ -338,13 +396,13 @@ void bench_keepalive(int rounds, std::chrono::seconds wall) {
 
 // ---- crash ----
 
-void bench_crash(int runs, std::chrono::seconds ttl, int parallel) {
+void bench_crash(int runs, std::chrono::seconds ttl, int parallel, const std::string& etcd) {
   std::mutex m;
   series from_crash, from_ack;
   int missed = 0;
   auto worker = [&](int count) {
     for (int i = 0; i < count; ++i) {
-      auto p = std::make_shared<recording_provider>();
+      auto p = std::make_shared<recording_provider>(etcd);
       akt::testkit::local_cluster c(2, options(p, ttl, 300ms));
       if (auto r = c.start(); !r) {
         std::fprintf(stderr, "crash: start failed: %s\n", r.error().message().c_str());
@@ -375,16 +433,18 @@ void bench_crash(int runs, std::chrono::seconds ttl, int parallel) {
   for (int t = 0; t < parallel; ++t)
     threads.emplace_back(worker, runs / parallel + (t < runs % parallel ? 1 : 0));
   for (auto& t : threads) t.join();
-  std::printf("crash -> node_left, TTL %lld s (%d crashes, %d clusters at a time, %d missed):\n",
-              static_cast<long long>(ttl.count()), runs, parallel, missed);
+  std::printf(
+      "crash -> node_left, %s, TTL %lld s (%d crashes, %d clusters at a time, %d missed):\n",
+      etcd.empty() ? "in-process store" : "etcd", static_cast<long long>(ttl.count()), runs,
+      parallel, missed);
   print_row("crash() returned -> node_left on the other node", from_crash);
   print_row("last acked keep-alive sent -> node_left", from_ack);
 }
 
 // ---- stop ----
 
-void bench_stop(int runs) {
-  auto p = std::make_shared<recording_provider>();
+void bench_stop(int runs, const std::string& etcd) {
+  auto p = std::make_shared<recording_provider>(etcd);
   akt::testkit::local_cluster c(2, options(p, 5s, 500ms));
   if (auto r = c.start(); !r) {
     std::fprintf(stderr, "stop: start failed: %s\n", r.error().message().c_str());
@@ -416,7 +476,8 @@ void bench_stop(int runs) {
     from_call.add(ms(left - called));
     stop_call.add(ms(returned - called));
   }
-  std::printf("clean stop -> node_left, TTL 5 s (%d stops, %d missed):\n", runs, missed);
+  std::printf("clean stop -> node_left, %s, TTL 5 s (%d stops, %d missed):\n",
+              etcd.empty() ? "in-process store" : "etcd", runs, missed);
   print_row("revoke_lease called -> node_left on the other node", from_revoke);
   print_row("stop() called -> node_left on the other node", from_call);
   print_row("stop() call duration", stop_call);
@@ -525,11 +586,22 @@ int main(int argc, char** argv) {
   const bool all = what == "all";
   std::printf("akt_cluster_bench: in-process store, local_cluster (2 nodes, 2 workers each)\n");
   if (all || what == "keepalive") bench_keepalive(3, 10s);
+  // AKT_BENCH_ETCD=host:port: crash and stop also on that etcd (cutoff needs the in-process
+  // store's cut_off; keepalive measures the node, whichever store answers).
+  const char* etcd_env = std::getenv("AKT_BENCH_ETCD");
+  const std::string etcd = etcd_env != nullptr ? etcd_env : "";
   if (all || what == "crash") {
-    bench_crash(runs, 2s, 4);
-    bench_crash(runs, 5s, 4);
+    bench_crash(runs, 2s, 4, {});
+    bench_crash(runs, 5s, 4, {});
+    if (!etcd.empty()) {
+      bench_crash(runs, 2s, 4, etcd);
+      bench_crash(runs, 5s, 4, etcd);
+    }
   }
-  if (all || what == "stop") bench_stop(runs);
+  if (all || what == "stop") {
+    bench_stop(runs, {});
+    if (!etcd.empty()) bench_stop(runs, etcd);
+  }
   if (all || what == "cutoff") {
     bench_cutoff(std::max(runs / 2, 1), 2s, 300ms);
     bench_cutoff(std::max(runs / 2, 1), 5s, 500ms);
