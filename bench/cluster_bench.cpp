@@ -1,8 +1,9 @@
 // akt_cluster_bench: what cluster membership costs and how soon it reacts, on the in-process
 // store (see bench/README.md, docs/benchmarks.md "Cluster membership").
 //
-//   akt_cluster_bench [what = all] [runs = 20]
+//   [AKT_BENCH_ETCD=host:port] akt_cluster_bench [what = all] [runs = 20]
 //     what: all | keepalive | crash | stop | cutoff
+//   With AKT_BENCH_ETCD (and akt::etcd built), keepalive, crash and stop run on that etcd too.
 //
 // Every measurement uses akt::testkit::local_cluster (nodes of one process, remoting on
 // loopback) on an in-process store wrapped by `recording_provider`, which forwards every call
@@ -259,7 +260,11 @@ std::int64_t random_ns(std::int64_t below) {
 akt::testkit::local_cluster_options options(std::shared_ptr<recording_provider> p,
                                             std::chrono::seconds ttl,
                                             std::chrono::milliseconds margin) {
+  // A cluster name of its own for every local_cluster: on one etcd, clusters that run at the same
+  // time (or a crashed node's record, until its lease expires) must not meet.
+  static std::atomic<int> next{0};
   akt::testkit::local_cluster_options o;
+  o.cluster = "bench-" + std::to_string(next.fetch_add(1));
   o.lease_ttl = ttl;
   o.fence_margin = margin;
   o.store = std::move(p);
@@ -299,8 +304,10 @@ struct idle_figures {
   double ticker = -1, completion = -1;  // the membership ticker, the store client's thread
 };
 
-idle_figures measure_idle(bool with_cluster, std::chrono::seconds wall) {
-  auto provider = std::make_shared<recording_provider>();  // its expiry thread exists already
+idle_figures measure_idle(bool with_cluster, std::chrono::seconds wall, const std::string& etcd) {
+  // The in-process store's expiry thread exists already: not counted as the node's. An etcd
+  // connection's threads (gRPC's) start with the node and are counted.
+  auto provider = std::make_shared<recording_provider>(etcd);
   const std::set<long> before = thread_ids();
   akt::system_config cfg;
   cfg.workers = 2;
@@ -348,16 +355,16 @@ idle_figures measure_idle(bool with_cluster, std::chrono::seconds wall) {
   return out;
 }
 
-void bench_keepalive(int rounds, std::chrono::seconds wall) {
+void bench_keepalive(int rounds, std::chrono::seconds wall, const std::string& etcd) {
   std::printf(
-      "keepalive: idle node, TTL 5 s, 2 workers, remoting on; %d alternating rounds of "
+      "keepalive: idle node, %s, TTL 5 s, 2 workers, remoting on; %d alternating rounds of "
       "%lld s each\n",
-      rounds, static_cast<long long>(wall.count()));
+      etcd.empty() ? "in-process store" : "etcd", rounds, static_cast<long long>(wall.count()));
   series plain_node, plain_proc, cluster_node, cluster_proc, ticker, completion;
   std::size_t plain_threads = 0, cluster_threads = 0;
   for (int r = 0; r < rounds; ++r) {
-    idle_figures a = measure_idle(false, wall);
-    idle_figures b = measure_idle(true, wall);
+    idle_figures a = measure_idle(false, wall, etcd);
+    idle_figures b = measure_idle(true, wall, etcd);
     plain_node.add(a.node_cores * 1e6);
     plain_proc.add(a.process_cores * 1e6);
     cluster_node.add(b.node_cores * 1e6);
@@ -581,15 +588,20 @@ void bench_cutoff(int runs, std::chrono::seconds ttl, std::chrono::milliseconds 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes, also into a file
   const std::string what = argc > 1 ? argv[1] : "all";
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const bool all = what == "all";
-  std::printf("akt_cluster_bench: in-process store, local_cluster (2 nodes, 2 workers each)\n");
-  if (all || what == "keepalive") bench_keepalive(3, 10s);
-  // AKT_BENCH_ETCD=host:port: crash and stop also on that etcd (cutoff needs the in-process
-  // store's cut_off; keepalive measures the node, whichever store answers).
+  // AKT_BENCH_ETCD=host:port: keepalive, crash and stop also on that etcd (cutoff needs the
+  // in-process store's cut_off).
   const char* etcd_env = std::getenv("AKT_BENCH_ETCD");
   const std::string etcd = etcd_env != nullptr ? etcd_env : "";
+  std::printf("akt_cluster_bench: local_cluster (2 nodes, 2 workers each); in-process store%s%s\n",
+              etcd.empty() ? "" : " and etcd at ", etcd.c_str());
+  if (all || what == "keepalive") {
+    bench_keepalive(3, 10s, {});
+    if (!etcd.empty()) bench_keepalive(3, 10s, etcd);
+  }
   if (all || what == "crash") {
     bench_crash(runs, 2s, 4, {});
     bench_crash(runs, 5s, 4, {});
