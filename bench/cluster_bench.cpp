@@ -395,7 +395,7 @@ void bench_keepalive(int rounds, std::chrono::seconds wall, const std::string& e
   print_row("cluster TTL 5 s: membership ticker thread", ticker, "us/s");
   print_row("cluster TTL 5 s: store client completion thread", completion, "us/s");
   print_row("no cluster section: process CPU", plain_proc, "us/s");
-  print_row("cluster TTL 5 s: process CPU (incl. in-process store)", cluster_proc, "us/s");
+  print_row("cluster TTL 5 s: process CPU (in-process: with the store)", cluster_proc, "us/s");
   std::printf("  difference of medians (node threads): %.1f us/s = %.6f CPU s per s\n",
               cluster_node.pct(0.5) - plain_node.pct(0.5),
               (cluster_node.pct(0.5) - plain_node.pct(0.5)) / 1e6);
