@@ -3,7 +3,8 @@
 //
 //   [AKT_BENCH_ETCD=host:port] akt_cluster_bench [what = all] [runs = 20]
 //     what: all | keepalive | crash | stop | cutoff
-//   With AKT_BENCH_ETCD (and akt::etcd built), keepalive, crash and stop run on that etcd too.
+//   With AKT_BENCH_ETCD (and akt::etcd built), every part runs on that etcd too (cutoff through a
+//   testkit tcp_proxy per node, blackholed).
 //
 // Every measurement uses akt::testkit::local_cluster (nodes of one process, remoting on
 // loopback) on an in-process store wrapped by `recording_provider`, which forwards every call
@@ -36,6 +37,7 @@
 #include <akt/cluster/inproc_store.hpp>
 #include <akt/remote/remote.hpp>
 #include <akt/testkit/local_cluster.hpp>
+#include <akt/testkit/tcp_proxy.hpp>
 #ifdef AKT_BENCH_HAS_ETCD
 #include <akt/etcd/etcd_store.hpp>
 #endif
@@ -165,8 +167,19 @@ class recording_provider final : public cl::store_provider {
       s = std::make_unique<recording_store>(std::move(c), raw, log);
     } else {
 #ifdef AKT_BENCH_HAS_ETCD
+      // Each node reaches etcd through a fault proxy of its own: cut_off blackholes it (a
+      // partition between that node and etcd; its TCP connections stay open and silent).
+      const auto colon = etcd_endpoint_.rfind(':');
+      auto proxy = std::make_unique<akt::testkit::tcp_proxy>(
+          etcd_endpoint_.substr(0, colon),
+          static_cast<std::uint16_t>(std::stoi(etcd_endpoint_.substr(colon + 1))));
       akt::etcd::etcd_options o;
-      o.endpoints = {etcd_endpoint_};
+      o.endpoints = {proxy->address()};
+      o.call_timeout = 1000ms;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        proxies_[std::string(node)] = std::move(proxy);
+      }
       auto c = akt::etcd::connect(o);
       if (!c) return c.error();
       s = std::make_unique<recording_store>(std::move(*c), nullptr, log);
@@ -187,6 +200,13 @@ class recording_provider final : public cl::store_provider {
   // Valid while the node's system runs.
   void cut_off(const std::string& node, bool on) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = proxies_.find(node); it != proxies_.end()) {
+      if (on)
+        it->second->blackhole();
+      else
+        it->second->pass();
+      return;
+    }
     clients_.at(node)->cut_off(on);
   }
 
@@ -196,6 +216,7 @@ class recording_provider final : public cl::store_provider {
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<node_log>> logs_;
   std::map<std::string, cl::inproc_client*> clients_;
+  std::map<std::string, std::unique_ptr<akt::testkit::tcp_proxy>> proxies_;  // etcd only
 };
 
 // When node-0 saw each other node leave (the latest time per name). The subscription's callback
@@ -508,11 +529,12 @@ struct cut_grain final : akt::grain {
   }
 };
 
-void bench_cutoff(int runs, std::chrono::seconds ttl, std::chrono::milliseconds margin) {
+void bench_cutoff(int runs, std::chrono::seconds ttl, std::chrono::milliseconds margin,
+                  const std::string& etcd) {
   series from_ack, from_cut, fence_after_ack;
   int missed = 0, late = 0;
   for (int i = 0; i < runs; ++i) {
-    auto p = std::make_shared<recording_provider>();
+    auto p = std::make_shared<recording_provider>(etcd);
     auto o = options(p, ttl, margin);
     o.prepare = [](akt::actor_system& s, std::size_t) {
       (void)akt::register_grain_kind<cut_grain>(s);
@@ -576,8 +598,9 @@ void bench_cutoff(int runs, std::chrono::seconds ttl, std::chrono::milliseconds 
     if (last - acked >= std::chrono::duration_cast<std::chrono::nanoseconds>(ttl).count()) ++late;
   }
   std::printf(
-      "cut off -> last grain message handled, TTL %lld s, margin %lld ms (%d runs, %d "
+      "cut off -> last grain message handled, %s, TTL %lld s, margin %lld ms (%d runs, %d "
       "missed, %d at or past the TTL):\n",
+      etcd.empty() ? "in-process store" : "etcd through a blackholed proxy",
       static_cast<long long>(ttl.count()), static_cast<long long>(margin.count()), runs, missed,
       late);
   print_row("last acked keep-alive sent -> last grain message handled", from_ack);
@@ -615,8 +638,12 @@ int main(int argc, char** argv) {
     if (!etcd.empty()) bench_stop(runs, etcd);
   }
   if (all || what == "cutoff") {
-    bench_cutoff(std::max(runs / 2, 1), 2s, 300ms);
-    bench_cutoff(std::max(runs / 2, 1), 5s, 500ms);
+    bench_cutoff(std::max(runs / 2, 1), 2s, 300ms, "");
+    bench_cutoff(std::max(runs / 2, 1), 5s, 500ms, "");
+    if (!etcd.empty()) {
+      bench_cutoff(std::max(runs / 2, 1), 2s, 300ms, etcd);
+      bench_cutoff(std::max(runs / 2, 1), 5s, 500ms, etcd);
+    }
   }
   return 0;
 }
