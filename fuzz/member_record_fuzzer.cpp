@@ -21,14 +21,6 @@
 
 #include "cluster/member_record.hpp"
 
-// cluster.hpp (which member_record.hpp includes for `member`) references this so that a program
-// that includes it links the cluster module, whose initialiser installs the cluster factory.
-// The fuzzer compiles the decoder's own source instead (as the frame fuzzer does) and starts no
-// system, so it answers here.
-namespace akt::cluster::detail {
-bool module_linked() noexcept { return false; }
-}  // namespace akt::cluster::detail
-
 namespace {
 
 using akt::cluster::member;

@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "akt/cluster/cluster.hpp"
+#include "akt/cluster/member.hpp"
 
 namespace akt::cluster::detail {
 

@@ -35,22 +35,12 @@
 #include <vector>
 
 #include "akt/actor/actor_system.hpp"
+#include "akt/cluster/member.hpp"
 #include "akt/cluster/store.hpp"
 #include "akt/core/result.hpp"
 #include "akt/remote/remote.hpp"  // a cluster node needs remoting: this links its module
 
 namespace akt::cluster {
-
-// One member of the cluster, as its record in the store says.
-struct member {
-  std::string name;               // node name (cluster_config::node_name)
-  std::string address;            // remoting address: akt://system@host:port
-  std::uint64_t incarnation = 0;  // the process's remoting incarnation
-  lease_id epoch = 0;             // membership epoch: the lease the record lives on
-  std::vector<std::string> roles;
-  std::vector<std::string> grain_kinds;
-  std::uint64_t load = 0;  // active grains when the record was written
-};
 
 // Events (actor_system::events()).
 struct node_joined {  // another node became a member (or was found at the first read)
