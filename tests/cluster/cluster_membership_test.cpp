@@ -202,7 +202,9 @@ TEST(Cluster_Membership, AMembersRecordCarriesItsLoadTheOthersSeeItChange) {
     return std::uint64_t{0};
   };
   EXPECT_TRUE(eventually([&] { return load_of_b() == 3; }, 10s)) << load_of_b();
-  EXPECT_EQ(akt::cluster::self(b)->load, 3u);
+  // b learns that its write took when the store's answer reaches it, which may come after a's
+  // watch showed the new record.
+  EXPECT_TRUE(eventually([&] { return akt::cluster::self(b)->load == 3u; }, 10s));
 }
 
 }  // namespace
