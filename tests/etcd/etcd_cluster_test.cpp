@@ -51,8 +51,7 @@ TEST_F(Cluster_OnEtcd, NodesJoinACleanStopIsSeenAtOnceAndACrashWhenItsLeaseExpir
   ASSERT_TRUE(c.stop(1));
   EXPECT_TRUE(c.wait_members(0, 2, 10s));
 
-  ASSERT_TRUE(c.crash(2));
-  EXPECT_EQ(akt::cluster::members(c.node(0)).size(), 2u) << "no revoke: still listed";
+  ASSERT_TRUE(c.crash(2));  // no revoke (tested on the in-process store): its lease expires
   EXPECT_TRUE(c.wait_members(0, 1, 15s)) << "gone when etcd expired its lease";
 }
 
