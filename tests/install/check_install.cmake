@@ -1,5 +1,13 @@
 # Installs the akt build tree into a scratch prefix, then configures, builds and runs a small
-# consumer project that finds it with find_package(akt).
+# consumer project that finds it with find_package(akt). CONSUMER (default: tests/install/
+# consumer) names the consumer's source folder and EXPECT (default: "pong 42") what its output
+# must match: the etcd component's check (src/etcd/CMakeLists.txt) gives its own.
+if(NOT CONSUMER)
+  set(CONSUMER ${AKT_SOURCE_DIR}/tests/install/consumer)
+endif()
+if(NOT EXPECT)
+  set(EXPECT "pong 42")
+endif()
 set(prefix ${WORK_DIR}/prefix)
 set(consumer_build ${WORK_DIR}/consumer-build)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -14,7 +22,7 @@ if(SANITIZE STREQUAL "address")
 elseif(SANITIZE STREQUAL "thread")
   set(san_flags "-fsanitize=thread")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${AKT_SOURCE_DIR}/tests/install/consumer
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER}
   -B ${consumer_build} -G ${CMAKE_GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
   "-DCMAKE_CXX_FLAGS=${san_flags}" "-DCMAKE_EXE_LINKER_FLAGS=${san_flags}"
   RESULT_VARIABLE rc)
@@ -27,6 +35,6 @@ if(NOT rc EQUAL 0)
 endif()
 execute_process(COMMAND ${consumer_build}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "consumer printed: ${out}")
-if(NOT rc EQUAL 0 OR NOT out MATCHES "pong 42")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "${EXPECT}")
   message(FATAL_ERROR "the consumer did not run correctly (rc ${rc})")
 endif()

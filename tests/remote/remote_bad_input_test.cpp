@@ -426,7 +426,7 @@ TEST_F(Remote_BadInput, RandomFramesAfterAValidHelloNeverCrashTheNode) {
 // peer it never connects to.
 TEST_F(Remote_BadInput, AHelloClaimingAnotherHostThanItsConnectionIsRefused) {
   const std::size_t peers_before = target_sys->peers().size();
-  for (const std::string forged : {"10.9.8.7", "192.0.2.1", "localhost", "::1"}) {
+  for (const std::string forged : {"127.0.0.2", "127.9.8.7", "localhost", "::1"}) {
     raw_socket raw(port);
     ASSERT_TRUE(raw.connected());
     ASSERT_TRUE(raw.write(hello_frame(rd::lane::ordinary, 1, 1, forged, 7400)));

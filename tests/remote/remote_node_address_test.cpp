@@ -43,9 +43,9 @@ TEST(Remote_NodeAddress, ParseNodeTakesHostPortAndTheSystemsOwnAddress) {
   EXPECT_EQ(plain->host, "127.0.0.1");
   EXPECT_EQ(plain->port, 7400);
   EXPECT_EQ(plain->system, "");
-  auto full = rd::parse_node("akt://orders@10.0.0.7:7401");
+  auto full = rd::parse_node("akt://orders@127.0.0.7:7401");
   ASSERT_TRUE(full) << full.error().message();
-  EXPECT_EQ(full->host, "10.0.0.7");
+  EXPECT_EQ(full->host, "127.0.0.7");
   EXPECT_EQ(full->port, 7401);
   EXPECT_EQ(full->system, "orders");
   auto v6 = rd::parse_node("akt://s@[::1]:9");
