@@ -142,7 +142,6 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   lease_ = g->id;
-  granted_ttl_ = g->ttl;
   self_ = me;
   record_revision_ = put_revision;
   fence_reported_ = false;

@@ -124,7 +124,6 @@ class membership final : public akt::detail::grain_fence {
   lease_id retired_lease_ = 0;             // guarded: the lease given up at the last fence
   revision record_revision_ = 0;           // guarded: our record's create revision
   bool record_update_pending_ = false;     // guarded
-  std::chrono::seconds granted_ttl_{0};    // guarded
   revision last_revision_ = 0;             // guarded: the last revision the watch delivered
   bool ready_ = false;                     // guarded: the first full read is done
   bool watch_lost_ = false;                // guarded: restart the watch from last_revision_ + 1

@@ -12,6 +12,7 @@
 // and nothing stays registered). No user code runs under the directory's locks.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -76,6 +77,8 @@ class grain_directory {
   // Whether the directory holds no entry at all, activations still in progress included: a
   // shutdown waits for those too, so that it can roll them back.
   virtual bool none_left() = 0;
+  // How many activations are listed (a moment's count; each shard's lock in turn).
+  virtual std::size_t count() = 0;
 };
 
 // link_of finds the link embedded in an activation's cell.

@@ -316,6 +316,16 @@ class grain_layer final : public system_extension {
   }
 
   pid find_active(std::string_view key) { return directory_->find(key); }
+  std::size_t active_count() { return directory_->count(); }
+
+  // A nudge (grain_nudge) to every activation: each takes a turn, and the fence check there
+  // drops those of an epoch that is no longer valid.
+  void nudge_all() {
+    for (const pid& p : directory_->active()) {
+      actor_cell* c = detail::cell_of(p);
+      (void)detail::deliver(nullptr, c, make_envelope(c, grain_nudge{}));
+    }
+  }
 
   void post_marker(actor_cell* c) {
     (void)detail::deliver(nullptr, c, make_envelope(c, grain_shutdown_marker{}));

@@ -346,7 +346,11 @@ grain_place route_grain(system_core* core, const grain_identity& id) {
   grain_placement* p = layer_of(core).placement();
   if (p == nullptr) return {};
   grain_place at = p->place(id);
-  if (owned_elsewhere(at) && !at.target) at.at = grain_place::where::local;
+  // A placement must name a target for remote (asserted). Should one not, the identity is
+  // treated as unowned rather than local: it then passes the gate, never activating here
+  // unchecked.
+  AKT_ASSERT(!owned_elsewhere(at) || at.target);
+  if (owned_elsewhere(at) && !at.target) at.at = grain_place::where::claim;
   return at;
 }
 
@@ -361,17 +365,10 @@ bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate
 std::size_t active_grain_count(system_core* core) {
   // Only a system that has grains has a layer: do not make one to count none.
   if (core->grains_.load(std::memory_order_acquire) == nullptr) return 0;
-  return layer_of(core).active().size();
+  return layer_of(core).active_count();
 }
 
-void nudge_grains(system_core* core) {
-  grain_layer& layer = layer_of(core);
-  for (const grain_identity& id : layer.active()) {
-    pid p = layer.find_active(id.str());
-    if (actor_cell* c = detail::cell_of(p))
-      (void)detail::deliver(nullptr, c, make_envelope(c, grain_nudge{}));
-  }
-}
+void nudge_grains(system_core* core) { layer_of(core).nudge_all(); }
 
 bool install_grain_fence(system_core* core, const grain_fence* f) {
   return layer_of(core).set_fence(f);
