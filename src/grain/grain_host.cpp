@@ -63,15 +63,20 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   }
   // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
   // gate sees every activation of this node before any of its handlers runs.
+  // An activation made again in place after an idle deactivation keeps the admission (and the
+  // claim) of the one before it: the cell never left the directory, so the identity was never
+  // free (see the idle check in receive). A fence drop released it: that one asks again.
   grain_activation_gate* gate = layer_of(sys).gate();
-  if (gate != nullptr) {
-    if (error refused = gate->admit(id)) {
+  if (gate != nullptr && !admitted_) {
+    result<std::int64_t> token = gate->admit(id);
+    if (!token) {
       timers_stopped_ = true;
       if (events.has_subscribers<grain_activation_failed>())
-        events.publish(grain_activation_failed{id, refused});
-      return error_access::mark_refused(std::move(refused));
+        events.publish(grain_activation_failed{id, token.error()});
+      return error_access::mark_refused(token.error());
     }
     admitted_ = true;
+    claim_token_.store(*token, std::memory_order_relaxed);
   }
   error last;
   for (unsigned attempt = 0; attempt < settings.activation_attempts; ++attempt) {
@@ -149,7 +154,8 @@ error grain_host_base::pre_start(actor_context& ctx) {
   return e;
 }
 
-error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_stop) {
+error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_stop,
+                                  bool keep_admission) {
   error e;
   if (instance() != nullptr) {
     const grain_identity id = identity_of(kind_, cell);
@@ -169,7 +175,7 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
   }
   end_activation();
-  release_admission(identity_of(kind_, cell));
+  if (!keep_admission) release_admission(identity_of(kind_, cell));
   return e;
 }
 
@@ -192,6 +198,7 @@ void grain_host_base::drop_for_fence(actor_system& sys, actor_cell* cell) {
 }
 
 void grain_host_base::release_admission(const grain_identity& id) noexcept {
+  claim_token_.store(0, std::memory_order_relaxed);
   if (!std::exchange(admitted_, false)) return;
   if (grain_activation_gate* gate = layer_of(cell()->system()).gate()) gate->released(id);
 }
@@ -272,8 +279,12 @@ void grain_host_base::receive(receive_context& ctx) {
       arm_idle_timer(cell, settings_->deactivate_after);
       return;
     }
-    (void)deactivate(ctx.system(), cell, false);
+    // The admission (a cluster's claim) is kept until the cell has left the directory: should
+    // a send have raced the deactivation, the fresh instance in place runs under the same
+    // claim, never asking the gate on this worker (it could not wait for the store here).
+    (void)deactivate(ctx.system(), cell, false, true);
     if (layer.leave(cell, true)) {
+      release_admission(identity_of(kind_, cell));
       ctx.stop_self();
       return;
     }
@@ -394,6 +405,12 @@ error grain_context::tell_grain_message(const grain_identity& to, akt::message m
   o.one_way = true;
   return detail::tell_grain_message(env_.system(), to, std::move(msg), o,
                                     detail::context_access::receiver(env_));
+}
+
+std::int64_t grain_context::fencing_token() const noexcept { return host_.fencing_token(); }
+
+std::int64_t grain_props::fencing_token() const noexcept {
+  return host_ != nullptr ? host_->fencing_token() : 0;
 }
 
 }  // namespace akt

@@ -38,12 +38,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "actor/delivery_fields.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/core/error.hpp"
 #include "akt/core/message.hpp"
+#include "akt/core/result.hpp"
 #include "akt/grain/grains.hpp"
 
 namespace akt {
@@ -58,6 +60,19 @@ struct grain_place {
   enum class where : std::uint8_t { local, remote, claim };
   where at = where::local;
   pid target;  // remote only: the messages for the grain are delivered to this pid
+  // remote only: the owner's claim (its fencing token, the claim's create revision) that the
+  // placement routed by; it travels with the message, and an owner that no longer holds that
+  // claim refuses it (marked not_owner). 0: none (a placement without claims).
+  std::int64_t token = 0;
+};
+
+// What a second send of a message needs, kept before the first one (grain_placement::keep):
+// a copy of the value when its type is copyable, else its encoded bytes, decoded again.
+class kept_message {
+ public:
+  virtual ~kept_message() = default;
+  // The message again; once.
+  virtual result<message> take() = 0;
 };
 
 class grain_placement {
@@ -66,14 +81,28 @@ class grain_placement {
   // Any thread; called once per routed send that does not take a grain_ref's direct path, so it
   // must be cheap (a cache hit, not a store round).
   virtual grain_place place(const grain_identity& id) = 0;
+
+  // Resending (goakt-grains.md "Activation guarantee"). A call that sends to another node keeps
+  // its message first (keep; null: no second send), and when the send failed asks
+  // resend_place whether the failure allows one more send and where to: the placement
+  // releases the claim it routed by when the rule allows (a marked refusal: not_owner or
+  // system_shutting_down; unreachable with the owner's node gone from membership), reads the
+  // owner again, and answers the new place; nullopt: return the error. It may wait on the
+  // store: never called on a dispatcher worker. The defaults keep nothing and resend nothing.
+  virtual std::unique_ptr<kept_message> keep(const message& m);
+  virtual std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
+                                                  const error& failure);
 };
 
 class grain_activation_gate {
  public:
   virtual ~grain_activation_gate() = default;
   // Before on_activate of id runs on this node; an error refuses the activation. Blocks only
-  // off the dispatcher workers (see above).
-  virtual error admit(const grain_identity& id) = 0;
+  // off the dispatcher workers (see above). The value is the activation's fencing token (a
+  // cluster's claim revision: grain_context::fencing_token), 0 when there is none. An
+  // activation that ended idle and is made again in place before its cell left the directory
+  // keeps its admission (and its token): the gate is not asked again for it.
+  virtual result<std::int64_t> admit(const grain_identity& id) = 0;
   // Once after each admitted activation ends (deactivated, failed, rolled back).
   virtual void released(const grain_identity& id) noexcept = 0;
 };
@@ -124,6 +153,10 @@ grain_place route_grain(system_core* core, const grain_identity& id);
 // it reaches an envelope (fill_envelope).
 struct grain_delivery : delivery_fields {
   message msg;
+  // The claim the sender routed by (grain_place::token); nonzero: an activation of this node
+  // admitted under another token (or none) refuses the message with a marked not_owner instead
+  // of handling it, and none is activated for it.
+  std::int64_t claim_token = 0;
 };
 // The seam remote senders (and, next, the cluster) reach a grain of this node through: the
 // message goes into the identity's activation like a one-way tell, with d's sender, answer

@@ -192,7 +192,9 @@ error tell_deferred(system_core* core, const grain_identity& id, message msg, ac
 // between (its mailbox still empty) and the ask would be refused by a closed cell although
 // the grain, being virtual, is always reachable. Only the wait is outside the lock. sender
 // (may be null) is named in the dead letter of a refusal.
-result<message> ask_activation(system_core* core, const grain_identity& id, message msg,
+// msg is taken when it reached an activation (or its dead letter); a refusal before that (the
+// activation was refused, say) leaves it with the caller, who may route it once more.
+result<message> ask_activation(system_core* core, const grain_identity& id, message& msg,
                                actor_cell* sender, std::chrono::nanoseconds timeout,
                                std::uint32_t extra_flags, bool deadline_travels) {
   if (error e = ask_refusal(timeout)) return e;
@@ -239,7 +241,9 @@ result<message> ask_activation(system_core* core, const grain_identity& id, mess
 // on_activate: the timer thread) a delivery that needs an activation moves to the blocking pool.
 // With a route (a grain_ref's), the activation it reached is remembered when it is open for
 // direct sends.
-error tell_one_way(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
+// msg is taken when it reached an activation or a dead letter; a refusal before that leaves it
+// with the caller (see ask_activation).
+error tell_one_way(system_core* core, const grain_identity& id, message& msg, actor_cell* sender,
                    bool publish_all = false, bool may_activate = true,
                    grain_route* route = nullptr) {
   grain_layer& layer = layer_of(core);
@@ -285,7 +289,7 @@ error tell_one_way(system_core* core, const grain_identity& id, message msg, act
   error e = kind ? layer.visit(*kind, id.name, nullptr, v, may_activate) : kind.error();
   if (e == k_not_active) {  // without may_activate only; msg is untouched
     auto task = [core, id, publish_all, m = std::make_shared<message>(std::move(msg))] {
-      (void)tell_one_way(core, id, std::move(*m), nullptr, publish_all);
+      (void)tell_one_way(core, id, *m, nullptr, publish_all);
     };
     if (core->blocking_.submit(std::move(task))) return {};
     e = errc::system_shutting_down;
@@ -335,11 +339,37 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
 error deliver_from_runtime(system_core* core, const grain_identity& id, message msg) {
   grain_place at = route_grain(core, id);
   if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), nullptr);
-  return tell_one_way(core, id, std::move(msg), nullptr, true, false);
+  return tell_one_way(core, id, msg, nullptr, true, false);
 }
 
 result<message> ask_owner(const pid& to, message msg, std::chrono::nanoseconds timeout) {
   return ask_through(to, std::move(msg), nullptr, timeout, 0, true);
+}
+
+namespace {
+// The default keeper: a copy of a copyable value.
+class kept_copy final : public kept_message {
+ public:
+  explicit kept_copy(message m) : m_(std::move(m)) {}
+  result<message> take() override {
+    if (m_.empty()) return error(errc::invalid_argument, "the kept message was taken already");
+    return std::move(m_);
+  }
+
+ private:
+  message m_;
+};
+}  // namespace
+
+std::unique_ptr<kept_message> grain_placement::keep(const message& m) {
+  std::optional<message> copy = m.try_clone();
+  if (!copy) return nullptr;
+  return std::make_unique<kept_copy>(std::move(*copy));
+}
+
+std::optional<grain_place> grain_placement::resend_place(const grain_identity&, const grain_place&,
+                                                         const error&) {
+  return std::nullopt;
 }
 
 grain_place route_grain(system_core* core, const grain_identity& id) {
@@ -386,6 +416,11 @@ void refuse_delivery(system_core* core, const grain_identity& id, grain_delivery
                     e);
 }
 
+error not_this_claim(std::int64_t token) {
+  return error(errc::not_owner,
+               "this node does not hold the claim " + std::to_string(token) + " any more");
+}
+
 struct enqueue_delivery final : grain_directory::visitor {
   const grain_identity& id;
   grain_delivery& d;
@@ -393,6 +428,10 @@ struct enqueue_delivery final : grain_directory::visitor {
   pid refused_by;
   enqueue_delivery(const grain_identity& i, grain_delivery& del) : id(i), d(del) {}
   error visit(actor_cell* cell) override {
+    // Routed by a claim this activation does not hold (released, claimed again, another
+    // node's): not this activation's message. The sender reads the owner again.
+    if (d.claim_token != 0 && grain_host_access::of(cell).fencing_token() != d.claim_token)
+      return not_this_claim(d.claim_token);
     if (error e = reserve(cell, id)) return e;
     auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(d.msg)).release());
     fill_envelope(*env, d);
@@ -411,7 +450,11 @@ error try_deliver(system_core* core, const grain_identity& id, grain_delivery& d
   auto kind = layer.find_kind(id.kind);
   if (!kind) return kind.error();
   enqueue_delivery v(id, d);
-  error e = layer.visit(*kind, id.name, nullptr, v, may_activate);
+  // A message routed by a claim goes only to the activation holding it: none is activated
+  // for it (the claim's activation ended; the next owner is for the sender to find).
+  const bool routed_by_claim = d.claim_token != 0;
+  error e = layer.visit(*kind, id.name, nullptr, v, may_activate && !routed_by_claim);
+  if (e == k_not_active && routed_by_claim) e = not_this_claim(d.claim_token);
   // A closed cell refuses it with its own dead letter, answering the route.
   if (v.refused != nullptr) (void)detail::cell_of(v.refused_by)->deliver(v.refused);
   return e;
@@ -419,6 +462,25 @@ error try_deliver(system_core* core, const grain_identity& id, grain_delivery& d
 }  // namespace
 
 namespace {
+// A deferred delivery whose activation the gate refused because another node won the claim
+// (marked not_owner, the message untouched): it goes to that owner, as if it had been routed
+// there at first. False when it stays refused: routed by a claim already (its sender re-reads),
+// encoded (it came from another node), or the owner is not another node.
+bool forward_after_lost_claim(system_core* core, const grain_identity& id, grain_delivery& d,
+                              const error& err) {
+  if (err.code() != errc::not_owner || !error_access::refused(err) || d.claim_token != 0 ||
+      d.msg.empty() || (d.flags & envelope::flag_encoded) != 0) {
+    return false;
+  }
+  grain_place at = route_grain(core, id);
+  if (!owned_elsewhere(at)) return false;
+  actor_cell* cell = detail::cell_of(at.target);
+  auto* env = static_cast<receive_context*>(envelope_for(cell, std::move(d.msg)).release());
+  fill_envelope(*env, d);
+  (void)cell->deliver(env);  // a refusal answers the route and dead-letters it there
+  return true;
+}
+
 // Delivers what waits for id's activation, in order, activating it on the first (this thread
 // is a blocking-pool thread): the entry stays until its queue is empty, so a delivery that
 // arrives meanwhile joins the queue instead of overtaking it.
@@ -429,7 +491,9 @@ void drain_pending(system_core* core, const grain_identity& id) {
     // Stays in the queue (and owned there) while it is sent.
     grain_delivery* d = layer.front_pending(key);
     if (d == nullptr) return;
-    if (error err = try_deliver(core, id, *d, true)) refuse_delivery(core, id, *d, err);
+    if (error err = try_deliver(core, id, *d, true)) {
+      if (!forward_after_lost_claim(core, id, *d, err)) refuse_delivery(core, id, *d, err);
+    }
     layer.pop_pending(key);
   }
 }
@@ -453,30 +517,128 @@ void deliver_to_grain(system_core* core, const grain_identity& id, grain_deliver
   if (e) refuse_delivery(core, id, d, e);
 }
 
+namespace {
+// Sending once more (goakt-grains.md "Activation guarantee", grain_seams.hpp: resend_place).
+// A call reaches a grain with at most two sends: a message that was refused before any handler
+// ran (or never left this node) may go once more, to where the placement says after it
+// released the claim the first send was routed by. A call also re-routes, without counting it
+// as a send, when this node's claim lost to another node's (the gate refused the activation
+// marked not_owner: the message never left). Only off the dispatcher workers: the placement
+// may wait on the store.
+constexpr int k_max_sends = 2;
+constexpr int k_max_routes = 3;  // two sends and one lost claim
+
+struct resend_state {
+  system_core* core;
+  const grain_identity& id;
+  grain_placement* placement;  // null: no resend (no placement, or a worker)
+  std::chrono::steady_clock::time_point deadline;
+  int sends = 0;
+  int routes = 0;
+
+  resend_state(system_core* c, const grain_identity& i, std::chrono::nanoseconds timeout)
+      : core(c),
+        id(i),
+        placement(on_worker_thread() ? nullptr : layer_of(c).placement()),
+        deadline(std::chrono::steady_clock::now() + timeout) {}
+
+  std::chrono::nanoseconds left() const {
+    return std::max(std::chrono::nanoseconds(1), deadline - std::chrono::steady_clock::now());
+  }
+  // Keeps msg before a send to another node, when a second send may follow.
+  std::unique_ptr<kept_message> keep(const message& msg) const {
+    if (placement == nullptr || sends + 1 >= k_max_sends) return nullptr;
+    return placement->keep(msg);
+  }
+  // After a failed attempt to `at` (sent: the message left this node or reached an
+  // activation): where the message goes next, or nothing (the failure is the call's answer).
+  std::optional<grain_place> next(const grain_place& at, const error& failure, bool sent) {
+    if (placement == nullptr) return std::nullopt;
+    if (sent) ++sends;
+    if (++routes >= k_max_routes || sends >= k_max_sends) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    return placement->resend_place(id, at, failure);
+  }
+};
+
+// Whether a local attempt's failure left the message here without it reaching a handler or a
+// mailbox: only then may it be routed once more.
+bool untouched(const message& msg) noexcept { return !msg.empty(); }
+
+// An ask (or, with flag_grain_ack and no travelling deadline, an acknowledged tell) with its
+// resend.
+result<message> ask_routed(system_core* core, const grain_identity& id, message msg,
+                           actor_cell* sender, std::chrono::nanoseconds timeout,
+                           std::uint32_t extra_flags, bool deadline_travels) {
+  resend_state rs(core, id, timeout);
+  grain_place at = route_grain(core, id);
+  std::chrono::nanoseconds wait = timeout;
+  for (;;) {
+    const bool remote = owned_elsewhere(at);
+    std::unique_ptr<kept_message> kept = remote ? rs.keep(msg) : nullptr;
+    result<message> r =
+        remote ? ask_through(at.target, std::move(msg), sender, wait, extra_flags, deadline_travels)
+               : ask_activation(core, id, msg, sender, wait, extra_flags, deadline_travels);
+    if (r) return r;
+    if (remote ? kept == nullptr : !untouched(msg)) return r;
+    const bool sent = remote;
+    std::optional<grain_place> next = rs.next(at, r.error(), sent);
+    if (!next) return r;
+    if (kept != nullptr) {
+      result<message> again = kept->take();
+      if (!again) return r;
+      msg = std::move(*again);
+    }
+    at = std::move(*next);
+    wait = rs.left();
+  }
+}
+
+// A one-way tell with its resend: the failures a one-way call sees are those before the
+// enqueue (a refused activation, a lost claim, a peer that could not be reached).
+error tell_routed(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
+                  grain_place at, grain_route* route) {
+  resend_state rs(core, id, std::chrono::seconds(30));
+  for (;;) {
+    std::unique_ptr<kept_message> kept;
+    error e;
+    bool sent = true;
+    if (owned_elsewhere(at)) {
+      kept = rs.keep(msg);
+      e = tell_through(at.target, std::move(msg), sender);
+      if (!e || kept == nullptr) return e;
+    } else if (activates_elsewhere(at)) {
+      return tell_deferred(core, id, std::move(msg), sender);
+    } else {
+      e = tell_one_way(core, id, msg, sender, false, true, route);
+      if (!e || !untouched(msg)) return e;
+      sent = false;
+    }
+    std::optional<grain_place> next = rs.next(at, e, sent);
+    if (!next) return e;
+    if (kept != nullptr) {
+      result<message> again = kept->take();
+      if (!again) return e;
+      msg = std::move(*again);
+    }
+    at = std::move(*next);
+  }
+}
+}  // namespace
+
 result<message> ask_grain_message(actor_system& sys, const grain_identity& id, message msg,
                                   std::chrono::nanoseconds timeout) {
-  system_core* core = detail::core_of(sys);
-  grain_place at = route_grain(core, id);
-  if (owned_elsewhere(at)) return ask_through(at.target, std::move(msg), nullptr, timeout, 0, true);
-  return ask_activation(core, id, std::move(msg), nullptr, timeout, 0, true);
+  return ask_routed(detail::core_of(sys), id, std::move(msg), nullptr, timeout, 0, true);
 }
 
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
   system_core* core = detail::core_of(sys);
-  grain_place at = route_grain(core, id);
-  if (opts.one_way) {
-    if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
-    if (activates_elsewhere(at)) return tell_deferred(core, id, std::move(msg), sender);
-    return tell_one_way(core, id, std::move(msg), sender);
-  }
+  if (opts.one_way) return tell_routed(core, id, std::move(msg), sender, route_grain(core, id), nullptr);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
-  result<message> r = owned_elsewhere(at)
-                          ? ask_through(at.target, std::move(msg), sender, opts.timeout,
-                                        envelope::flag_grain_ack, false)
-                          : ask_activation(core, id, std::move(msg), sender, opts.timeout,
-                                           envelope::flag_grain_ack, false);
+  result<message> r =
+      ask_routed(core, id, std::move(msg), sender, opts.timeout, envelope::flag_grain_ack, false);
   return r ? error() : r.error();
 }
 
@@ -504,7 +666,7 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
       : owned_elsewhere(at) ? ask_through(at.target, std::move(msg), self, timeout, 0, true)
       : activates_elsewhere(at)
           ? ask_deferred(core, *grain, std::move(msg), self, timeout)
-          : ask_activation(core, *grain, std::move(msg), self, timeout, 0, true);
+          : ask_activation(core, *grain, msg, self, timeout, 0, true);
   bounded_wait_allowed = before;
   return r;
 }
@@ -620,10 +782,7 @@ error tell_grain_via(actor_system& sys, const grain_identity& id, message msg, g
   if (direct_send(id, msg, route, sender, out)) return out;
   // No direct route (only a local activation makes one): maybe not this node's.
   system_core* core = detail::core_of(sys);
-  grain_place at = route_grain(core, id);
-  if (owned_elsewhere(at)) return tell_through(at.target, std::move(msg), sender);
-  if (activates_elsewhere(at)) return tell_deferred(core, id, std::move(msg), sender);
-  return tell_one_way(core, id, std::move(msg), sender, false, true, &route);
+  return tell_routed(core, id, std::move(msg), sender, route_grain(core, id), &route);
 }
 
 request_handle request_grain_from_actor(receive_context& ctx, const grain_identity& id, message msg,

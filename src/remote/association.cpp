@@ -54,6 +54,7 @@ error association::send_envelope(remote_cell& to, receive_context& env) {
   } else {  // a grain's proxy: to the peer's activation of that identity
     f.target_kind = envelope_target::grain;
     f.target_grain = to.grain();
+    f.claim_token = to.claim_token();
   }
   akt::detail::actor_cell* sender = context_access::sender(env);
   if (sender != nullptr && !sender->is_remote()) f.sender_uid = node_.export_sender(sender);

@@ -104,8 +104,10 @@ class association : public std::enable_shared_from_this<association> {
 
   // The proxy of the peer's actor `uid` (one per uid while this association lives).
   pid proxy(std::uint64_t uid, std::string_view path);
-  // The proxy of the peer's grain `identity` (kind/name), cached like the actors' proxies.
-  pid grain_proxy(std::string_view identity);
+  // The proxy of the peer's grain `identity` (kind/name), cached like the actors' proxies; with
+  // claim_token (a cluster claim's revision), sends through it carry that token, and the cache
+  // keeps the proxy of the latest token it was asked for.
+  pid grain_proxy(std::string_view identity, std::int64_t claim_token = 0);
   // The peer's incarnation as the last handshake reported it (0 before the first).
   std::uint64_t incarnation() const noexcept {
     return incarnation_.load(std::memory_order_acquire);

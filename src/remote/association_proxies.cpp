@@ -39,17 +39,20 @@ pid association::proxy(std::uint64_t uid, std::string_view path) {
   return p;
 }
 
-pid association::grain_proxy(std::string_view identity) {
+pid association::grain_proxy(std::string_view identity, std::int64_t claim_token) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = grain_proxies_.find(std::string(identity)); it != grain_proxies_.end())
-    return it->second;
+  if (auto it = grain_proxies_.find(std::string(identity)); it != grain_proxies_.end()) {
+    const auto* cached = static_cast<const remote_cell*>(akt::detail::cell_of(it->second));
+    if (cached->claim_token() == claim_token) return it->second;
+    grain_proxies_.erase(it);  // routed by another claim now: a proxy for this one
+  }
   if (grain_proxies_.size() >= k_proxy_cache) {
     std::erase_if(grain_proxies_, [](const auto& entry) {
       return akt::detail::cell_of(entry.second)->ref_count() == 1;  // only this map holds it
     });
   }
   std::string address = "akt://" + system_ + "@" + key_ + "/grain/" + std::string(identity);
-  auto* cell = new remote_cell(node_.core(), address, shared_from_this(), identity);
+  auto* cell = new remote_cell(node_.core(), address, shared_from_this(), identity, claim_token);
   pid p = akt::detail::share_pid(cell);  // a new cell holds no reference yet
   grain_proxies_.emplace(std::string(identity), p);
   return p;

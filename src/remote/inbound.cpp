@@ -363,6 +363,7 @@ void inbound_link::deliver_to_grain(const frame_header& h, const envelope_fields
   akt::detail::grain_delivery d;
   d.msg = message(encoded_payload(f.type_id, payload, shared_from_this(), credit));
   static_cast<akt::detail::delivery_fields&>(d) = delivery_of(h, f);
+  d.claim_token = f.claim_token;
   d.flags |= envelope::flag_encoded;
   akt::detail::deliver_to_grain(node_.core(), id, std::move(d));
 }

@@ -36,12 +36,16 @@ class remote_cell final : public akt::detail::actor_cell {
   // The stand-in for the peer's grain `identity` (kind/name): what reaches it goes to that
   // grain's activation on the peer (activated there if needed), never to an actor by uid. It
   // never terminates: a grain is virtual, and a lost peer refuses sends (unreachable) instead.
+  // claim_token: the cluster claim the sends through it are routed by (0: none), written into
+  // each envelope so that an owner that no longer holds that claim refuses them.
   remote_cell(akt::detail::system_core* core, std::string_view address,
-              std::shared_ptr<association> peer, std::string_view identity)
+              std::shared_ptr<association> peer, std::string_view identity,
+              std::int64_t claim_token = 0)
       : actor_cell(core, nullptr, address, spawn_options{}),
         peer_(std::move(peer)),
         uid_(0),
         incarnation_(0),
+        claim_token_(claim_token),
         grain_(identity) {
     mark_remote();
   }
@@ -49,6 +53,7 @@ class remote_cell final : public akt::detail::actor_cell {
   association& peer() const noexcept { return *peer_; }
   // The grain identity this proxy stands for; empty for an actor's proxy.
   const std::string& grain() const noexcept { return grain_; }
+  std::int64_t claim_token() const noexcept { return claim_token_; }
   const std::shared_ptr<association>& peer_ptr() const noexcept { return peer_; }
   std::uint64_t uid() const noexcept { return uid_; }
   // The incarnation of the node the actor lived on when this proxy was made (0: not known yet,
@@ -69,6 +74,7 @@ class remote_cell final : public akt::detail::actor_cell {
   const std::shared_ptr<association> peer_;
   const std::uint64_t uid_;
   const std::uint64_t incarnation_;
+  const std::int64_t claim_token_ = 0;
   const std::string grain_;
   std::atomic<bool> terminated_{false};
 };

@@ -45,7 +45,11 @@ void put_envelope_head(byte_writer& w, const envelope_fields& f, std::uint64_t t
     w.put_u64(f.target_uid);
   w.put_u64(f.sender_uid);
   w.put_varint(f.deadline_left_ns);
-  w.put_u8(f.flags);
+  // The flag follows the token: an encoder given a token sets it, one without clears it.
+  const bool claimed = f.target_kind == envelope_target::grain && f.claim_token > 0;
+  w.put_u8(claimed ? (f.flags | k_envelope_claimed)
+                   : static_cast<std::uint8_t>(f.flags & ~k_envelope_claimed));
+  if (claimed) w.put_varint(static_cast<std::uint64_t>(f.claim_token));
   w.put_u64(type_id);
 }
 
@@ -172,6 +176,15 @@ std::string_view decode_envelope(byte_span body, envelope_fields& f, byte_span& 
   if (!r.get_varint(f.deadline_left_ns)) return "envelope: truncated or malformed deadline";
   if (!r.get_u8(f.flags)) return "envelope: truncated flags";
   if ((f.flags & ~k_envelope_known_flags) != 0) return "envelope: unknown flags";
+  f.claim_token = 0;
+  if ((f.flags & k_envelope_claimed) != 0) {
+    if (f.target_kind != envelope_target::grain) return "envelope: a claim on an actor target";
+    std::uint64_t token = 0;
+    if (!r.get_varint(token)) return "envelope: truncated or malformed claim token";
+    if (token == 0 || token > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return "envelope: claim token out of range";
+    f.claim_token = static_cast<std::int64_t>(token);
+  }
   if (!r.get_u64(f.type_id)) return "envelope: truncated type id";
   payload = r.rest();
   return {};

@@ -33,7 +33,11 @@ enum class envelope_target : std::uint8_t { uid = 0, grain = 1 };
 
 // envelope_fields::flags
 inline constexpr std::uint8_t k_envelope_acknowledged = 1;  // a grain tell that wants its ack
-inline constexpr std::uint8_t k_envelope_known_flags = k_envelope_acknowledged;
+// A grain envelope routed by a cluster claim: its token (the claim's create revision, a
+// positive varint) follows the flags; the owner refuses the message (marked not_owner) unless
+// its activation holds that claim.
+inline constexpr std::uint8_t k_envelope_claimed = 2;
+inline constexpr std::uint8_t k_envelope_known_flags = k_envelope_acknowledged | k_envelope_claimed;
 
 // The fields of a tell or ask body before the payload. target_grain views bytes the caller
 // keeps alive (on decode: the frame body).
@@ -44,7 +48,8 @@ struct envelope_fields {
   std::uint64_t sender_uid = 0;        // 0: no sender
   std::uint64_t deadline_left_ns = 0;  // an ask's time left when sent; 0: none
   std::uint8_t flags = 0;
-  std::uint64_t type_id = 0;  // the payload's type; encoders take it from the serializer
+  std::int64_t claim_token = 0;  // grain targets with k_envelope_claimed: positive
+  std::uint64_t type_id = 0;     // the payload's type; encoders take it from the serializer
 };
 
 // ---- encoders: each appends one frame to w ----

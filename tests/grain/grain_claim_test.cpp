@@ -45,12 +45,12 @@ struct claim_everything final : akt::detail::grain_placement {
 struct recording_gate final : akt::detail::grain_activation_gate {
   std::shared_ptr<claim_probe> p;
   explicit recording_gate(std::shared_ptr<claim_probe> g) : p(std::move(g)) {}
-  akt::error admit(const akt::grain_identity& id) override {
-    if (id.kind != "test.claimed") return {};
+  akt::result<std::int64_t> admit(const akt::grain_identity& id) override {
+    if (id.kind != "test.claimed") return std::int64_t{0};
     if (akt::detail::on_worker_thread()) p->admitted_on_worker++;
     p->admitted++;
     std::this_thread::sleep_for(2ms);  // the store's round; never on a worker
-    return {};
+    return std::int64_t{0};
   }
   void released(const akt::grain_identity&) noexcept override {}
 };

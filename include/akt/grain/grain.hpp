@@ -185,6 +185,8 @@ class grain_props {
   const grain_identity& identity() const noexcept { return id_; }
   actor_system& system() const noexcept { return system_; }
   const grain_settings& settings() const noexcept { return settings_; }
+  // The activation's fencing token (grain_context::fencing_token); 0 outside a cluster.
+  std::int64_t fencing_token() const noexcept;
   // When the caller stops waiting for this activation (on_activate), or time_point::max().
   std::chrono::steady_clock::time_point deadline() const noexcept { return deadline_; }
   template <class T>

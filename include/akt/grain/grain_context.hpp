@@ -56,6 +56,14 @@ class grain_context {
   // The actor that sent the message, if it came from one.
   pid sender() const noexcept { return env_.sender(); }
 
+  // The activation's fencing token: in a cluster, the revision at which its node claimed the
+  // identity (strictly greater for every later claim of it anywhere in the cluster; claims
+  // committed in one batch share their revision, but name different identities). A resource
+  // that must never see two writers of this grain (a database row, a file) stores it and
+  // refuses writes with a smaller one: that stops a handler still running on a paused or
+  // partitioned node that has since lost the grain. 0 outside a cluster.
+  std::int64_t fencing_token() const noexcept;
+
   // When the caller stops waiting: the ask's deadline (the ask timeout, or the caller's own
   // deadline when that came first). None for tells: a tell is handled even when its sender no
   // longer waits for the acknowledgement.

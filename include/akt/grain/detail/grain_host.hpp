@@ -142,6 +142,10 @@ class grain_host_base : public actor {
   }
   // The hosting cell (set with the directory link, before start).
   actor_cell* cell() const noexcept { return link_.cell; }
+  // The current activation's fencing token (see claim_token_); any thread.
+  std::int64_t fencing_token() const noexcept {
+    return claim_token_.load(std::memory_order_relaxed);
+  }
 
  protected:
   virtual grain* build_instance() = 0;
@@ -155,7 +159,9 @@ class grain_host_base : public actor {
   error activate(actor_system& sys, actor_cell* cell);
   // Runs on_deactivate for the current instance (once) and drops it; publishes
   // grain_deactivated. for_stop: a failure is also named in actor_system::stop's error.
-  error deactivate(actor_system& sys, actor_cell* cell, bool for_stop);
+  // keep_admission: the gate is not told yet (an idle deactivation, until the cell has left the
+  // directory).
+  error deactivate(actor_system& sys, actor_cell* cell, bool for_stop, bool keep_admission = false);
 
   // Deactivates for a stop (the shutdown marker, or the cell stopped some other way): runs
   // on_deactivate unless the shutdown abandoned the grain, and leaves the directory.
@@ -213,6 +219,14 @@ class grain_host_base : public actor {
   std::int8_t reentrancy_mode_ = -1;
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
   bool admitted_ = false;        // turn owner: the activation gate admitted the current one
+  // The fencing token the gate gave the current activation (a cluster claim's revision); 0
+  // without one. Writer: the activation's thread (pre_start, or the turn: a fence drop clears
+  // it, a fresh admission sets it); readers: the turn (grain_context::fencing_token) and
+  // senders delivering from other nodes, under the directory's lock (grain_send.cpp). A sender
+  // racing a fence drop may read either value: both refuse or deliver safely, because a
+  // message delivered to a dropped activation is refused by the fence at its turn. Relaxed:
+  // it orders nothing else.
+  std::atomic<std::int64_t> claim_token_{0};
   // Turn owner: the membership epoch the current activation was made under (grain_fence);
   // 0 without a fence, or with no activation: a plain system tests this byte and nothing else.
   std::uint32_t fence_epoch_ = 0;
