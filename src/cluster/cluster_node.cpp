@@ -12,6 +12,7 @@
 #include "akt/actor/actor.hpp"
 #include "akt/cluster/cluster.hpp"
 #include "akt/core/clock.hpp"
+#include "cluster/grain_registry.hpp"
 #include "cluster/member_record.hpp"
 #include "cluster/membership.hpp"
 #include "grain/grain_seams.hpp"
@@ -63,6 +64,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
  public:
   cluster_node(akt::detail::system_core* core, actor_system& sys) : core_(core), sys_(sys) {}
   ~cluster_node() override {
+    if (registry_) registry_->close(std::chrono::steady_clock::now());
     if (membership_) membership_->stop();
   }
 
@@ -89,15 +91,24 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     if (!probe) return probe.error();
     probe_ = *probe;
     membership_ = std::make_unique<membership>(std::move(s), std::move(*st), *this);
+    // Before the join: membership's news (left) may reach it from then on.
+    registry_ = std::make_shared<grain_registry>(sys_, *membership_, c.cluster_name, node, address);
     if (result<void> r = membership_->join(); !r) {
+      registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
       return r;
     }
     if (!akt::detail::install_grain_fence(core_, membership_.get())) {
       return invalid("cluster: the grain layer has a fence already");
     }
+    if (result<void> r = registry_->start(); !r) {
+      registry_->close(std::chrono::steady_clock::now());
+      membership_->stop();
+      return r;
+    }
     return {};
   }
+
 
   membership& members() { return *membership_; }
 
@@ -106,9 +117,13 @@ class cluster_node final : public akt::detail::cluster_extension, public members
              std::vector<std::string>& problems) noexcept override {
     try {
       if (core_->crashing()) {
+        registry_->close(std::chrono::steady_clock::now());
         membership_->stop();  // keep-alives stop; the lease runs out by itself
         return;
       }
+      // The deactivated grains' releases commit first (others may claim them at once); the
+      // revoke then deletes whatever is left on the lease.
+      registry_->close(deadline);
       membership_->leave(deadline, problems);
     } catch (const std::exception& e) {
       problems.push_back(std::string("cluster: leaving: ") + e.what());
@@ -116,6 +131,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   }
   void shut_down(std::chrono::steady_clock::time_point,
                  std::vector<std::string>&) noexcept override {
+    registry_->close(std::chrono::steady_clock::now());
     membership_->stop();
     probe_ = pid();  // its cell holds the system's core, which owns this extension
   }
@@ -126,6 +142,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     // Remoting fails what waits for that node now, instead of after its own loss detection.
     (void)akt::remote::detail::declare_node_lost(sys_, m.address,
                                                  "node " + m.name + " left the cluster");
+    registry_->node_left(m.name);
     publish(node_left{m});
   }
   void fenced(lease_id epoch) override {
@@ -155,6 +172,9 @@ class cluster_node final : public akt::detail::cluster_extension, public members
       std::make_shared<std::atomic<std::int64_t>>(0);
   pid probe_;
   std::unique_ptr<membership> membership_;
+  // The grain registry (placement and gate of the grain layer); shared with the layer's seams,
+  // closed before membership stops the store.
+  std::shared_ptr<grain_registry> registry_;
 };
 
 result<std::unique_ptr<akt::detail::cluster_extension>> make(akt::detail::system_core* core,

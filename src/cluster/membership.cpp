@@ -458,6 +458,17 @@ void membership::stop() noexcept {
   store_.reset();  // completes what is pending; no callback runs after this
 }
 
+lease_id membership::lease() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lease_;
+}
+
+bool membership::is_member(const std::string& name, lease_id epoch) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = members_.find(name);
+  return it != members_.end() && (epoch == 0 || it->second.epoch == epoch);
+}
+
 std::vector<member> membership::members() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<member> out;

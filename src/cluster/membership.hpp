@@ -85,6 +85,12 @@ class membership final : public akt::detail::grain_fence {
 
   std::vector<member> members() const;
   member self() const;
+  // The lease this node's claims go on now (0 between a fence and the rejoin), and whether the
+  // node `name` is a member under lease `epoch` (0: under any lease). Any thread.
+  lease_id lease() const;
+  bool is_member(const std::string& name, lease_id epoch = 0) const;
+  // The store connection, shared with the grain registry; valid until stop().
+  store& coordination_store() noexcept { return *store_; }
   bool wait_ready(std::chrono::nanoseconds timeout) const;
   bool fenced() const noexcept { return valid_epoch() == 0; }
   std::uint32_t valid_epoch() const noexcept override;

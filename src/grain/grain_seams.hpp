@@ -121,6 +121,10 @@ class grain_fence {
   virtual std::uint32_t valid_epoch() const noexcept = 0;
 };
 
+// The settings of grain kind `kind` as this node declared them (the cluster records them with a
+// claim); null when this node does not host the kind. Any thread.
+std::shared_ptr<const grain_settings> grain_kind_settings(system_core* core, std::string_view kind);
+
 // How many activations this node has now (the cluster's member record carries it as its
 // load). Any thread; O(activations): call it seldom.
 std::size_t active_grain_count(system_core* core);

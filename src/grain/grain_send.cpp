@@ -392,6 +392,15 @@ bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate
   return layer_of(core).set_gate(std::move(g));
 }
 
+std::shared_ptr<const grain_settings> grain_kind_settings(system_core* core,
+                                                         std::string_view kind) {
+  if (core->grains_.load(std::memory_order_acquire) == nullptr) return nullptr;
+  grain_layer& layer = layer_of(core);
+  auto k = layer.find_kind(kind);
+  if (!k) return nullptr;
+  return layer.settings_for(*k, nullptr);
+}
+
 std::size_t active_grain_count(system_core* core) {
   // Only a system that has grains has a layer: do not make one to count none.
   if (core->grains_.load(std::memory_order_acquire) == nullptr) return 0;

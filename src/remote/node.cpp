@@ -759,6 +759,19 @@ result<pid> decode_pid(byte_reader& r) {
   return p;
 }
 
+namespace detail {
+result<pid> grain_proxy_on(actor_system& sys, std::string_view node, const grain_identity& id,
+                           std::int64_t claim_token) {
+  akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();
+  if (r == nullptr)
+    return error(errc::remoting_disabled, "the system was configured without remoting");
+  result<node_address> n = parse_node(node);
+  if (!n) return n.error();
+  return static_cast<remote_node*>(r)->association_for(n->host, n->port)->grain_proxy(id.str(),
+                                                                                     claim_token);
+}
+}  // namespace detail
+
 error set_grain_placement(actor_system& sys,
                           std::function<std::string(const grain_identity&)> owner) {
   akt::detail::remote_extension* r = akt::detail::core_of(sys)->remote();

@@ -8,6 +8,8 @@
 
 #include "akt/actor/actor_system.hpp"
 #include "akt/core/error.hpp"
+#include "akt/core/result.hpp"
+#include "akt/grain/grains.hpp"
 
 namespace akt::remote::detail {
 
@@ -21,6 +23,12 @@ namespace akt::remote::detail {
 // Any thread; does not block on the network. Errors: remoting_disabled, invalid_address,
 // invalid_argument (this node's own address), system_shutting_down.
 error declare_node_lost(actor_system& sys, std::string_view node, std::string reason);
+
+// The stand-in through which messages reach grain `id` on the node at `node` (an akt:// address
+// or host:port), each carrying claim_token (the cluster claim it is routed by; 0: none).
+// Errors: remoting_disabled, invalid_address. Any thread.
+result<pid> grain_proxy_on(actor_system& sys, std::string_view node, const grain_identity& id,
+                           std::int64_t claim_token);
 
 // This process's remoting incarnation (the member record carries it); 0 without remoting.
 std::uint64_t local_incarnation(actor_system& sys) noexcept;

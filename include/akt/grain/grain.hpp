@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,14 @@ class grain_dependencies {
     return nullptr;
   }
   bool empty() const noexcept { return values_.empty(); }
+  // The names held, sorted. A cluster records them with a grain's claim: a node recreating the
+  // grain elsewhere takes the values its own kind registration holds under the same names.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    out.reserve(values_.size());
+    for (const auto& [name, value] : values_) out.push_back(name);
+    return out;
+  }
 
  private:
   std::map<std::string, std::any, std::less<>> values_;

@@ -1,0 +1,469 @@
+// The grain registry of a cluster node (grain_registry.hpp).
+
+#include "cluster/grain_registry.hpp"
+
+#include <future>
+#include <utility>
+
+#include "akt/core/thread.hpp"
+#include "akt/remote/serialization.hpp"
+#include "cluster/membership.hpp"
+#include "remote/node_lost.hpp"
+
+namespace akt::cluster::detail {
+
+namespace {
+
+using akt::detail::grain_place;
+
+error registry_timeout(const std::string& what) {
+  return error(errc::cluster_registry_timeout, what + ": the registry did not answer in time");
+}
+
+// The seams the grain layer owns: each holds the registry.
+class registry_placement final : public akt::detail::grain_placement {
+ public:
+  explicit registry_placement(std::shared_ptr<grain_registry> r) : r_(std::move(r)) {}
+  grain_place place(const grain_identity& id) override { return r_->place(id); }
+  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override {
+    return r_->keep(m);
+  }
+  std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
+                                          const error& failure) override {
+    return r_->resend_place(id, at, failure);
+  }
+
+ private:
+  std::shared_ptr<grain_registry> r_;
+};
+
+class registry_gate final : public akt::detail::grain_activation_gate {
+ public:
+  explicit registry_gate(std::shared_ptr<grain_registry> r) : r_(std::move(r)) {}
+  result<std::int64_t> admit(const grain_identity& id) override { return r_->admit(id); }
+  void released(const grain_identity& id) noexcept override { r_->released(id); }
+
+ private:
+  std::shared_ptr<grain_registry> r_;
+};
+
+// A message kept for a second send whose type cannot be copied: its encoded bytes (the remote
+// module's serializer), decoded again when taken.
+class kept_bytes final : public akt::detail::kept_message {
+ public:
+  kept_bytes(std::uint64_t type, std::vector<unsigned char> bytes)
+      : type_(type), bytes_(std::move(bytes)) {}
+  result<message> take() override {
+    return akt::remote::detail::decode_message(type_, byte_span(bytes_.data(), bytes_.size()));
+  }
+
+ private:
+  std::uint64_t type_;
+  std::vector<unsigned char> bytes_;
+};
+
+}  // namespace
+
+// The watch of the grains prefix: forwards to the registry on the store's thread.
+class grain_registry::watcher final : public watch_handler {
+ public:
+  explicit watcher(grain_registry& r) : r_(r) {}
+  void on_events(const std::vector<watch_event>& events, revision header) override {
+    r_.on_events(events, header);
+  }
+  void on_end(error why, revision) override { r_.on_watch_end(std::move(why)); }
+
+ private:
+  grain_registry& r_;
+};
+
+grain_registry::grain_registry(actor_system& sys, membership& m, std::string cluster,
+                               std::string node, std::string address)
+    : sys_(sys),
+      membership_(m),
+      cluster_(std::move(cluster)),
+      node_(std::move(node)),
+      address_(std::move(address)),
+      batcher_(std::make_unique<claim_batcher>(m.coordination_store())),
+      watcher_(std::make_unique<watcher>(*this)) {}
+
+grain_registry::~grain_registry() { close(std::chrono::steady_clock::now()); }
+
+result<void> grain_registry::start() {
+  // The prefix's revision now; the watch goes on from the next one. Nothing is read in full: the
+  // cache fills with the identities this node routes to.
+  std::promise<result<range_result>> p;
+  auto f = p.get_future();
+  membership_.coordination_store().get(grains_prefix(cluster_),
+                                       [&p](result<range_result> r) { p.set_value(std::move(r)); });
+  if (f.wait_for(k_wait * 2) != std::future_status::ready)
+    return error(errc::cluster_unavailable, "the grain registry: the store did not answer");
+  result<range_result> r = f.get();
+  if (!r) return r.error();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_revision_ = r->header_revision;
+    watch_ = membership_.coordination_store().watch(grains_prefix(cluster_), last_revision_ + 1,
+                                                    *watcher_);
+  }
+  akt::detail::system_core* core = akt::detail::core_of(sys_);
+  if (!akt::detail::install_grain_placement(
+          core, std::make_unique<registry_placement>(shared_from_this())) ||
+      !akt::detail::install_grain_gate(core, std::make_unique<registry_gate>(shared_from_this()))) {
+    return error(errc::invalid_cluster_config,
+                 "cluster: the grain layer has a placement or a gate already "
+                 "(akt::remote::set_grain_placement cannot be combined with a cluster)");
+  }
+  return {};
+}
+
+void grain_registry::close(std::chrono::steady_clock::time_point deadline) noexcept {
+  std::unique_ptr<watch_handle> w;
+  std::vector<std::unique_ptr<watch_handle>> retired;
+  std::unique_ptr<claim_batcher> b;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (closed_) return;
+    begin_shutdown();
+    // The releases of the grains the shutdown deactivated: let them commit (the lease's revoke
+    // would delete them anyway; an explicit release lets callers elsewhere re-claim at once).
+    drained_.wait_until(lock, deadline, [&] { return releases_in_flight_ == 0; });
+    closed_ = true;
+    w = std::move(watch_);
+    retired = std::move(retired_);
+    b = std::move(batcher_);
+  }
+  if (w) w->cancel();
+  retired.clear();
+  b.reset();  // completes what is queued; waits for the commit in flight
+}
+
+std::size_t grain_registry::held() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// placement
+
+grain_place grain_registry::remote_place(const grain_identity& id, const owner_entry& e) {
+  grain_place at;
+  result<pid> target = akt::remote::detail::grain_proxy_on(sys_, e.address, id, e.token);
+  if (!target) {  // a record naming an address remoting cannot parse: claim (and lose) instead
+    at.at = grain_place::where::claim;
+    return at;
+  }
+  at.at = grain_place::where::remote;
+  at.target = std::move(*target);
+  at.token = e.token;
+  return at;
+}
+
+grain_place grain_registry::place_locked(const std::string& key, const grain_identity& id) {
+  grain_place at;
+  if (auto h = held_.find(key); h != held_.end()) {
+    at.token = h->second;
+    return at;  // local: this node holds the claim
+  }
+  if (auto c = cache_.find(key); c != cache_.end() && c->second.node != node_)
+    return remote_place(id, c->second);
+  at.at = grain_place::where::claim;
+  return at;
+}
+
+grain_place grain_registry::place(const grain_identity& id) {
+  const std::string key = id.str();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return place_locked(key, id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// claims
+
+grain_claim_record grain_registry::record_for(const grain_identity& id, lease_id lease) const {
+  grain_claim_record r;
+  r.owner = node_;
+  r.address = address_;
+  r.epoch = lease;
+  if (auto s = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind)) {
+    r.mailbox_capacity = s->mailbox_capacity;
+    r.deactivate_after_ns = s->deactivate_after.count();
+    r.activation_timeout_ns = s->activation_timeout.count();
+    r.activation_attempts = s->activation_attempts;
+    r.reentrancy_mode = static_cast<std::uint8_t>(s->reentrancy.mode);
+    r.reentrancy_max_in_flight = static_cast<std::uint32_t>(s->reentrancy.max_in_flight);
+    if (s->dependencies) r.dependencies = s->dependencies->names();
+  }
+  return r;
+}
+
+bool grain_registry::decode_owner(const key_value& kv, owner_entry& out) const {
+  grain_claim_record r;
+  if (std::string why = decode_claim(kv.value, r); !why.empty()) {
+    // Another version's record, or one changed by hand: a claim all the same (never ours to
+    // take over), but not one this node can route to.
+    sys_.log(log_level::warning, "akt.cluster",
+             "grain claim " + kv.key + " does not decode (" + why + "): treated as foreign");
+    return false;
+  }
+  out.node = std::move(r.owner);
+  out.address = std::move(r.address);
+  out.token = kv.create_revision;
+  return true;
+}
+
+void grain_registry::cache_locked(const std::string& key, owner_entry e) {
+  if (cache_.size() >= k_cache_max) cache_.clear();  // hints only: a miss costs a claim round
+  cache_[key] = std::move(e);
+}
+
+result<op_outcome> grain_registry::write(store_op op) {
+  auto p = std::make_shared<std::promise<result<op_outcome>>>();
+  auto f = p->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_ || !batcher_) return error(errc::system_shutting_down, "the registry is closed");
+    batcher_->submit(std::move(op), [p](result<op_outcome> r) { p->set_value(std::move(r)); });
+  }
+  if (f.wait_for(k_wait) != std::future_status::ready) return registry_timeout("a claim");
+  return f.get();
+}
+
+result<std::int64_t> grain_registry::admit(const grain_identity& id) {
+  if (shutting_down_.load(std::memory_order_acquire))
+    return error(errc::system_shutting_down, "the node is shutting down: it takes no new grains");
+  const std::string key = id.str();
+  if (akt::detail::on_worker_thread()) {
+    // The layer never asks here for a claim (see the contract); a worker cannot wait for one.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto h = held_.find(key); h != held_.end()) return h->second;
+    return error(errc::not_owner, id.str() + ": a claim cannot be made on a dispatcher worker");
+  }
+  if (!akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind))
+    return error(errc::grain_kind_unknown, "this node does not host grain kind " + id.kind);
+  error last = registry_timeout("the claim of " + id.str());
+  for (int round = 0; round < k_rounds; ++round) {
+    const lease_id lease = membership_.lease();
+    if (lease == 0) return error(errc::not_owner, "this node is fenced: it holds no lease");
+    result<op_outcome> r = write(
+        store_op::put_if_absent(claim_key(cluster_, id), encode_claim(record_for(id, lease)), lease));
+    if (!r) {
+      last = r.error();
+      // Timed out ("possibly written": the next round finds it), or the lease ended under it.
+      if (r.code() == errc::cluster_registry_timeout || r.code() == errc::lease_not_found) continue;
+      return last;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (r->succeeded) {
+      held_[key] = r->applied_revision;
+      cache_.erase(key);
+      return r->applied_revision;
+    }
+    owner_entry owner;
+    if (!decode_owner(r->current, owner))
+      return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
+    if (owner.node == node_ && r->current.lease == lease) {
+      // Ours: an earlier round's write that did commit, or a claim made for this node.
+      held_[key] = owner.token;
+      cache_.erase(key);
+      return owner.token;
+    }
+    std::string who = owner.node;
+    if (owner.node != node_) cache_locked(key, std::move(owner));
+    return error(errc::not_owner, id.str() + " is owned by node " + who);
+  }
+  return last;
+}
+
+void grain_registry::released(const grain_identity& id) noexcept {
+  try {
+    std::int64_t token = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto h = held_.find(id.str());
+      if (h == held_.end()) return;
+      token = h->second;
+      held_.erase(h);
+      if (closed_) return;  // the lease's revoke deletes it
+      ++releases_in_flight_;
+    }
+    release_async(id, token, 0);
+  } catch (...) {  // an allocation: the claim stays until the lease ends
+  }
+}
+
+// One release counted in releases_in_flight_ (by released()) until its last round completes.
+void grain_registry::release_async(const grain_identity& id, std::int64_t token, int round) {
+  auto self = shared_from_this();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_ || !batcher_) {
+    if (--releases_in_flight_ == 0) drained_.notify_all();
+    return;
+  }
+  batcher_->submit(store_op::delete_if_created_at(claim_key(cluster_, id), token),
+                   [self, id, token, round](result<op_outcome> r) {
+                     // A transient failure is tried again (a few rounds); a failed condition
+                     // means the claim is gone already or is another's: nothing to do.
+                     if (!r && round + 1 < k_rounds && r.code() != errc::system_shutting_down) {
+                       self->release_async(id, token, round + 1);
+                       return;
+                     }
+                     std::lock_guard<std::mutex> l(self->mutex_);
+                     if (--self->releases_in_flight_ == 0) self->drained_.notify_all();
+                   });
+}
+
+bool grain_registry::release_claim(const grain_identity& id, std::int64_t token) {
+  for (int round = 0; round < k_rounds; ++round) {
+    result<op_outcome> r = write(store_op::delete_if_created_at(claim_key(cluster_, id), token));
+    if (r) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto c = cache_.find(id.str()); c != cache_.end() && c->second.token == token)
+        cache_.erase(c);
+      // Gone either way: deleted now, or not that claim any more (deleted or re-claimed).
+      return true;
+    }
+    if (r.code() == errc::system_shutting_down) return false;
+  }
+  return false;
+}
+
+result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
+    const grain_identity& id) {
+  auto p = std::make_shared<std::promise<result<range_result>>>();
+  auto f = p->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return error(errc::system_shutting_down, "the registry is closed");
+  }
+  membership_.coordination_store().get(claim_key(cluster_, id), [p](result<range_result> r) {
+    p->set_value(std::move(r));
+  });
+  if (f.wait_for(k_wait) != std::future_status::ready)
+    return registry_timeout("reading the owner of " + id.str());
+  result<range_result> r = f.get();
+  if (!r) return r.error();
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string key = id.str();
+  if (r->kvs.empty()) {
+    cache_.erase(key);
+    return std::optional<owner_entry>();
+  }
+  owner_entry e;
+  if (!decode_owner(r->kvs.front(), e))
+    return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
+  if (e.node != node_) cache_locked(key, e);
+  return std::optional<owner_entry>(std::move(e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// resending
+
+std::unique_ptr<akt::detail::kept_message> grain_registry::keep(const message& m) {
+  if (m.copyable()) return akt::detail::grain_placement().keep(m);
+  result<std::vector<unsigned char>> bytes = akt::remote::detail::encode_message(m);
+  const akt::remote::serializer* s = akt::remote::detail::find_serializer(m);
+  if (!bytes || s == nullptr) return nullptr;  // the send itself will refuse it
+  return std::make_unique<kept_bytes>(s->id, std::move(*bytes));
+}
+
+std::optional<grain_place> grain_registry::resend_place(const grain_identity& id,
+                                                        const grain_place& at,
+                                                        const error& failure) {
+  const bool refused = akt::detail::error_access::refused(failure);
+  const errc code = failure.code();
+  if (at.at == grain_place::where::remote) {
+    if (refused && (code == errc::not_owner || code == errc::system_shutting_down)) {
+      // (a) The owner refused before any handler ran: its claim at that token goes, unless a
+      // newer one replaced it meanwhile (compare-and-delete).
+      if (at.token != 0 && !release_claim(id, at.token)) return std::nullopt;
+    } else if (code == errc::unreachable && !refused) {
+      // (b) Never written, and membership confirms the owner's node left. While it is still a
+      // member (it may only be unreachable from here) its entry stays.
+      std::string owner;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto c = cache_.find(id.str()); c != cache_.end() && c->second.token == at.token)
+          owner = c->second.node;
+      }
+      if (!owner.empty() && membership_.is_member(owner)) return std::nullopt;
+      if (at.token != 0 && !release_claim(id, at.token)) return std::nullopt;
+    } else {
+      return std::nullopt;  // connection_lost, dead, request_timeout, handler errors: kept
+    }
+  } else if (!(refused && code == errc::not_owner)) {
+    return std::nullopt;  // a local failure other than a claim lost to another node
+  }
+  // Where now: the registry read again, not the cache.
+  result<std::optional<owner_entry>> owner = read_owner(id);
+  if (!owner) return std::nullopt;
+  grain_place next;
+  if (!owner->has_value()) {
+    next.at = grain_place::where::claim;  // free: this node claims it (if it hosts the kind)
+    if (!akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind))
+      return std::nullopt;  // it cannot: the refusal is the answer
+    if (akt::detail::on_worker_thread()) return std::nullopt;
+    return next;
+  }
+  if ((*owner)->node == node_) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return place_locked(id.str(), id);
+  }
+  if ((*owner)->token == at.token && at.at == grain_place::where::remote)
+    return std::nullopt;  // the same claim that just failed: nothing new to try
+  return remote_place(id, **owner);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the watch
+
+void grain_registry::on_events(const std::vector<watch_event>& events, revision header) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const watch_event& ev : events) {
+    grain_identity id;
+    if (!identity_of_claim_key(cluster_, ev.kv.key, id)) continue;
+    auto c = cache_.find(id.str());
+    if (c == cache_.end()) continue;  // only what this node routes to is kept
+    if (ev.what == watch_event::kind::del) {
+      if (c->second.token < ev.kv.mod_revision) cache_.erase(c);
+    } else if (ev.kv.create_revision > c->second.token) {
+      owner_entry e;
+      if (decode_owner(ev.kv, e) && e.node != node_)
+        c->second = std::move(e);
+      else
+        cache_.erase(c);
+    }
+  }
+  last_revision_ = std::max(last_revision_, header);
+}
+
+void grain_registry::on_watch_end(error why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return;
+  // Whatever changed while no watch ran is unknown: start the cache afresh (entries are hints).
+  // After a compaction the revision to resume from is gone: resume from the latest instead,
+  // which with an empty cache misses nothing this node still holds.
+  cache_.clear();
+  // The ended handle is cancelled at close(), not here: this runs inside its own callback.
+  if (watch_) retired_.push_back(std::move(watch_));
+  if (why.code() == errc::cluster_compacted) {
+    membership_.coordination_store().get(
+        grains_prefix(cluster_), [self = shared_from_this()](result<range_result> r) {
+          std::lock_guard<std::mutex> l(self->mutex_);
+          if (self->closed_) return;
+          if (r) self->last_revision_ = r->header_revision;
+          self->watch_ = self->membership_.coordination_store().watch(
+              grains_prefix(self->cluster_), self->last_revision_ + 1, *self->watcher_);
+        });
+    return;
+  }
+  watch_ = membership_.coordination_store().watch(grains_prefix(cluster_), last_revision_ + 1,
+                                                  *watcher_);
+}
+
+void grain_registry::node_left(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(cache_, [&](const auto& entry) { return entry.second.node == name; });
+}
+
+}  // namespace akt::cluster::detail

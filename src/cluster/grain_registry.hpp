@@ -1,0 +1,142 @@
+#pragma once
+// grain_registry: a cluster node's part of the grain registry (goakt-grains.md "Activation
+// guarantee"; docs/design.md "Grains in a cluster"). It is the grain layer's placement and
+// activation gate on a cluster node (grain/grain_seams.hpp):
+//
+// - Claims. Before a grain activates here, admit() claims its identity with a put-if-absent of
+//   /akt/<cluster>/v1/grains/<kind>/<name> on this node's lease, carrying the owner, its epoch
+//   and the kind's settings (grain_claim_record). The claim's create revision is the
+//   activation's fencing token. A claim found already written for this node under its current
+//   lease (a timed-out write that did commit, or a claim made for it) is adopted. Claims and
+//   releases of all threads are coalesced into batched commits (claim_batcher).
+// - Placement. place() answers from memory, never from the store: local for an identity this
+//   node holds a claim for, remote (to the owner's proxy, routed by its claim's token) for one
+//   the owner cache names another node for, claim otherwise. The cache is filled by lost claims
+//   and reads, and kept by a watch of the grains prefix: a put updates an entry it holds, a
+//   delete removes it; a node that left takes its entries with it.
+// - Releases are compare-and-deletes on the claim's create revision, so a stale release never
+//   removes a newer claim: at the end of an activation (released()), and in resend_place in
+//   the two cases of the rule (a marked refusal by the owner; unreachable with the owner gone
+//   from membership). Every other failure keeps the entry.
+//
+// Contract
+// - Callers: the grain layer, from any thread. place() and released() never block; admit()
+//   and resend_place() wait for the store (bounded by k_wait per round, a few rounds) and are
+//   never called on a dispatcher worker, except admit() for an activation made in place, which
+//   the layer does not ask (the admission is kept) — should one come anyway, it is refused
+//   marked (the sender may send once more).
+// - Threads: the store's completion thread runs the batcher's and the watch's callbacks; they
+//   take mutex_ briefly and never call the grain layer.
+// - Lifetime: owned (shared) by the two seam adapters the grain layer owns and by the cluster
+//   node; close() (before membership stops the store) ends every use of the store: afterwards
+//   admit refuses with system_shutting_down and nothing is released or read.
+// - Memory: the claims held (one entry per activation of this node) and the owner cache,
+//   bounded by k_cache_max entries (cleared past it: entries are hints, a miss costs one claim
+//   round).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "akt/actor/actor_system.hpp"
+#include "akt/cluster/store.hpp"
+#include "cluster/claim_batcher.hpp"
+#include "cluster/grain_claim_record.hpp"
+#include "grain/grain_seams.hpp"
+
+namespace akt::cluster::detail {
+
+class membership;
+
+class grain_registry : public std::enable_shared_from_this<grain_registry> {
+ public:
+  grain_registry(actor_system& sys, membership& m, std::string cluster, std::string node,
+                 std::string address);
+  ~grain_registry();
+
+  // Starts the watch of the grains prefix and installs the placement and the gate. Blocks
+  // (bounded) for the first read; the thread that starts the system.
+  result<void> start();
+  // Refuses new activations from now on (the node is shutting down): admit answers
+  // system_shutting_down; releases still go out.
+  void begin_shutdown() noexcept { shutting_down_.store(true, std::memory_order_release); }
+  // Waits (until deadline) for the releases in flight, then ends the watch and the batcher:
+  // nothing touches the store afterwards. Idempotent.
+  void close(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  // A node left the cluster: its claims went with its lease; forget them now.
+  void node_left(const std::string& name);
+
+  // The seams (through the adapters in grain_registry.cpp).
+  akt::detail::grain_place place(const grain_identity& id);
+  result<std::int64_t> admit(const grain_identity& id);
+  void released(const grain_identity& id) noexcept;
+  std::unique_ptr<akt::detail::kept_message> keep(const message& m);
+  std::optional<akt::detail::grain_place> resend_place(const grain_identity& id,
+                                                      const akt::detail::grain_place& at,
+                                                      const error& failure);
+
+  // For tests and benchmarks.
+  std::uint64_t claim_commits() const noexcept { return batcher_ ? batcher_->commits() : 0; }
+  std::size_t held() const;
+
+  // How long one store round may take here before it counts as failed, and how many rounds a
+  // claim or a release tries (goakt-grains.md: "tried again a few times before the call fails").
+  static constexpr std::chrono::milliseconds k_wait{2500};
+  static constexpr int k_rounds = 3;
+  static constexpr std::size_t k_cache_max = std::size_t{1} << 20;
+
+ private:
+  struct owner_entry {
+    std::string node;     // member name
+    std::string address;  // akt:// remoting address
+    std::int64_t token = 0;
+  };
+  class watcher;
+
+  // One conditional write through the batcher, waited for (at most k_wait).
+  result<op_outcome> write(store_op op);
+  // Reads the identity's claim now (at most k_wait): the owner (cached) or nothing.
+  result<std::optional<owner_entry>> read_owner(const grain_identity& id);
+  // Where a message for id goes once the owner is known (or not): from the cache only.
+  akt::detail::grain_place place_locked(const std::string& key, const grain_identity& id);
+  akt::detail::grain_place remote_place(const grain_identity& id, const owner_entry& e);
+  // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
+  bool release_claim(const grain_identity& id, std::int64_t token);
+  void release_async(const grain_identity& id, std::int64_t token, int round);
+  grain_claim_record record_for(const grain_identity& id, lease_id lease) const;
+  bool decode_owner(const key_value& kv, owner_entry& out) const;
+  void cache_locked(const std::string& key, owner_entry e);
+  void on_events(const std::vector<watch_event>& events, revision header);
+  void on_watch_end(error why);
+  void restart_watch();
+
+  actor_system& sys_;
+  membership& membership_;
+  const std::string cluster_;
+  const std::string node_;
+  const std::string address_;
+  std::unique_ptr<claim_batcher> batcher_;  // null after close()
+
+  mutable std::mutex mutex_;
+  std::condition_variable drained_;
+  std::unordered_map<std::string, std::int64_t> held_;  // guarded: kind/name -> token
+  std::unordered_map<std::string, owner_entry> cache_;  // guarded: kind/name -> owner
+  int releases_in_flight_ = 0;                          // guarded
+  bool closed_ = false;                                 // guarded
+  revision last_revision_ = 0;                          // guarded: the watch's last
+  std::unique_ptr<watcher> watcher_;
+  std::unique_ptr<watch_handle> watch_;  // guarded when replaced
+  std::vector<std::unique_ptr<watch_handle>> retired_;  // guarded: ended watches, until close
+  // Writer: begin_shutdown (release); readers: admit (acquire).
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace akt::cluster::detail
