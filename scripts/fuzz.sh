@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the fuzzers (the `fuzz` preset: clang++-14, libFuzzer with ASan+UBSan) and runs each
 # from its seed corpus: the frame fuzzer for N inputs (default 200000, fuzz/corpus/frame), then
-# the member record fuzzer for M (default 100000, a few seconds; fuzz/corpus/member_record):
+# the member record and the grain claim record fuzzers for M each (default 100000, a few seconds;
+# fuzz/corpus/member_record, fuzz/corpus/claim_record):
 #
-#   scripts/fuzz.sh                    # 200000 + 100000 runs
+#   scripts/fuzz.sh                    # 200000 + 100000 + 100000 runs
 #   scripts/fuzz.sh 5000000 5000000    # a longer session
 #
 # New inputs a fuzzer finds go to build/fuzz/corpus/<name> (the committed seeds are only read);
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-200000}
 member_runs=${2:-100000}
 if ! [[ "$runs" =~ ^[1-9][0-9]*$ && "$member_runs" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: scripts/fuzz.sh [N [M]]   (N, M >= 1: inputs for the frame, member record fuzzers)" >&2
+  echo "usage: scripts/fuzz.sh [N [M]]   (N, M >= 1: inputs for the frame, record fuzzers)" >&2
   exit 2
 fi
 if ! command -v clang++-14 >/dev/null 2>&1; then
@@ -22,10 +23,11 @@ if ! command -v clang++-14 >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "==> fuzz: configure and build akt_fuzz_frame and akt_fuzz_member_record"
+echo "==> fuzz: configure and build akt_fuzz_frame, akt_fuzz_member_record, akt_fuzz_claim_record"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target akt_fuzz_frame akt_fuzz_member_record
-mkdir -p build/fuzz/corpus/frame build/fuzz/corpus/member_record build/fuzz/artifacts
+cmake --build --preset fuzz --target akt_fuzz_frame akt_fuzz_member_record akt_fuzz_claim_record
+mkdir -p build/fuzz/corpus/frame build/fuzz/corpus/member_record build/fuzz/corpus/claim_record \
+  build/fuzz/artifacts
 echo "==> fuzz: frame, ${runs} runs"
 ./build/fuzz/fuzz/akt_fuzz_frame -runs="$runs" -artifact_prefix=build/fuzz/artifacts/ \
   -print_final_stats=1 build/fuzz/corpus/frame fuzz/corpus/frame
@@ -33,3 +35,7 @@ echo "==> fuzz: member record, ${member_runs} runs"
 ./build/fuzz/fuzz/akt_fuzz_member_record -runs="$member_runs" \
   -artifact_prefix=build/fuzz/artifacts/member_record- -print_final_stats=1 \
   build/fuzz/corpus/member_record fuzz/corpus/member_record
+echo "==> fuzz: grain claim record, ${member_runs} runs"
+./build/fuzz/fuzz/akt_fuzz_claim_record -runs="$member_runs" \
+  -artifact_prefix=build/fuzz/artifacts/claim_record- -print_final_stats=1 \
+  build/fuzz/corpus/claim_record fuzz/corpus/claim_record
