@@ -5,6 +5,7 @@
 #include <future>
 #include <utility>
 
+#include "actor/system_core.hpp"
 #include "akt/core/thread.hpp"
 #include "akt/remote/serialization.hpp"
 #include "cluster/membership.hpp"
@@ -47,6 +48,16 @@ class registry_gate final : public akt::detail::grain_activation_gate {
   std::shared_ptr<grain_registry> r_;
 };
 
+// A message kept for a second send: a copy of a copyable value.
+class kept_copy final : public akt::detail::kept_message {
+ public:
+  explicit kept_copy(message m) : m_(std::move(m)) {}
+  result<message> take() override { return std::move(m_); }
+
+ private:
+  message m_;
+};
+
 // A message kept for a second send whose type cannot be copied: its encoded bytes (the remote
 // module's serializer), decoded again when taken.
 class kept_bytes final : public akt::detail::kept_message {
@@ -54,7 +65,7 @@ class kept_bytes final : public akt::detail::kept_message {
   kept_bytes(std::uint64_t type, std::vector<unsigned char> bytes)
       : type_(type), bytes_(std::move(bytes)) {}
   result<message> take() override {
-    return akt::remote::detail::decode_message(type_, byte_span(bytes_.data(), bytes_.size()));
+    return akt::remote::decode_message(type_, akt::remote::byte_span(bytes_.data(), bytes_.size()));
   }
 
  private:
@@ -202,7 +213,7 @@ bool grain_registry::decode_owner(const key_value& kv, owner_entry& out) const {
   if (std::string why = decode_claim(kv.value, r); !why.empty()) {
     // Another version's record, or one changed by hand: a claim all the same (never ours to
     // take over), but not one this node can route to.
-    sys_.log(log_level::warning, "akt.cluster",
+    akt::detail::core_of(sys_)->log(log_level::warning, "akt.cluster",
              "grain claim " + kv.key + " does not decode (" + why + "): treated as foreign");
     return false;
   }
@@ -360,9 +371,10 @@ result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
 // resending
 
 std::unique_ptr<akt::detail::kept_message> grain_registry::keep(const message& m) {
-  if (m.copyable()) return akt::detail::grain_placement().keep(m);
-  result<std::vector<unsigned char>> bytes = akt::remote::detail::encode_message(m);
-  const akt::remote::serializer* s = akt::remote::detail::find_serializer(m);
+  if (std::optional<message> copy = m.try_clone())
+    return std::make_unique<kept_copy>(std::move(*copy));
+  result<std::vector<unsigned char>> bytes = akt::remote::encode_message(m);
+  const akt::remote::serializer* s = akt::remote::find_serializer(m);
   if (!bytes || s == nullptr) return nullptr;  // the send itself will refuse it
   return std::make_unique<kept_bytes>(s->id, std::move(*bytes));
 }
@@ -391,8 +403,10 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     } else {
       return std::nullopt;  // connection_lost, dead, request_timeout, handler errors: kept
     }
-  } else if (!(refused && code == errc::not_owner)) {
-    return std::nullopt;  // a local failure other than a claim lost to another node
+  } else if (!(refused && code == errc::not_owner) && code != errc::grain_kind_unknown) {
+    // A local failure other than a claim lost to another node, or a kind this node does not
+    // host (its owner, if any, is found below: such a node routes, it never hosts).
+    return std::nullopt;
   }
   // Where now: the registry read again, not the cache.
   result<std::optional<owner_entry>> owner = read_owner(id);
