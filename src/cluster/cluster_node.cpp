@@ -53,6 +53,8 @@ error check(const cluster_config& c, const std::string& node) {
   if (c.fence_margin.count() < 0 || c.fence_margin * 2 >= c.lease_ttl)
     return invalid("cluster.fence_margin: must be at least 0 and below lease_ttl / 2");
   if (c.start_wait.count() <= 0) return invalid("cluster.start_wait: must be positive");
+  if (c.min_peers > 0 && c.barrier_timeout.count() <= 0)
+    return invalid("cluster.barrier_timeout: must be positive when min_peers is set");
   for (const auto& r : c.roles)
     if (!valid_name(r)) return invalid("cluster.roles: '" + r + "' is not a name");
   for (const auto& k : c.grain_kinds)
@@ -92,7 +94,14 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     probe_ = *probe;
     membership_ = std::make_unique<membership>(std::move(s), std::move(*st), *this);
     // Before the join: membership's news (left) may reach it from then on.
-    registry_ = std::make_shared<grain_registry>(sys_, *membership_, c.cluster_name, node, address);
+    grain_registry_settings rs;
+    rs.cluster = c.cluster_name;
+    rs.node = node;
+    rs.address = address;
+    rs.roles = c.roles;
+    rs.min_peers = c.min_peers;
+    rs.barrier_timeout = c.barrier_timeout;
+    registry_ = std::make_shared<grain_registry>(sys_, *membership_, std::move(rs));
     if (result<void> r = membership_->join(); !r) {
       registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
@@ -108,7 +117,6 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     }
     return {};
   }
-
 
   membership& members() { return *membership_; }
 

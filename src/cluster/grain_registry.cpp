@@ -2,7 +2,9 @@
 
 #include "cluster/grain_registry.hpp"
 
+#include <algorithm>
 #include <future>
+#include <random>
 #include <utility>
 
 #include "actor/system_core.hpp"
@@ -26,9 +28,7 @@ class registry_placement final : public akt::detail::grain_placement {
  public:
   explicit registry_placement(std::shared_ptr<grain_registry> r) : r_(std::move(r)) {}
   grain_place place(const grain_identity& id) override { return r_->place(id); }
-  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override {
-    return r_->keep(m);
-  }
+  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override { return r_->keep(m); }
   std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
                                           const error& failure) override {
     return r_->resend_place(id, at, failure);
@@ -88,13 +88,10 @@ class grain_registry::watcher final : public watch_handler {
   grain_registry& r_;
 };
 
-grain_registry::grain_registry(actor_system& sys, membership& m, std::string cluster,
-                               std::string node, std::string address)
+grain_registry::grain_registry(actor_system& sys, membership& m, grain_registry_settings s)
     : sys_(sys),
       membership_(m),
-      cluster_(std::move(cluster)),
-      node_(std::move(node)),
-      address_(std::move(address)),
+      settings_(std::move(s)),
       batcher_(std::make_unique<claim_batcher>(m.coordination_store())),
       watcher_(std::make_unique<watcher>(*this)) {}
 
@@ -191,12 +188,13 @@ grain_place grain_registry::place(const grain_identity& id) {
 // ---------------------------------------------------------------------------------------------
 // claims
 
-grain_claim_record grain_registry::record_for(const grain_identity& id, lease_id lease) const {
+grain_claim_record grain_registry::record_for(const grain_identity& id, const member& owner) const {
   grain_claim_record r;
-  r.owner = node_;
-  r.address = address_;
-  r.epoch = lease;
+  r.owner = owner.name;
+  r.address = owner.address;
+  r.epoch = owner.epoch;
   if (auto s = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind)) {
+    r.role = s->role;
     r.mailbox_capacity = s->mailbox_capacity;
     r.deactivate_after_ns = s->deactivate_after.count();
     r.activation_timeout_ns = s->activation_timeout.count();
@@ -213,13 +211,15 @@ bool grain_registry::decode_owner(const key_value& kv, owner_entry& out) const {
   if (std::string why = decode_claim(kv.value, r); !why.empty()) {
     // Another version's record, or one changed by hand: a claim all the same (never ours to
     // take over), but not one this node can route to.
-    akt::detail::core_of(sys_)->log(log_level::warning, "akt.cluster",
-             "grain claim " + kv.key + " does not decode (" + why + "): treated as foreign");
+    akt::detail::core_of(sys_)->log(
+        log_level::warning, "akt.cluster",
+        "grain claim " + kv.key + " does not decode (" + why + "): treated as foreign");
     return false;
   }
   out.node = std::move(r.owner);
   out.address = std::move(r.address);
   out.token = kv.create_revision;
+  out.lease = kv.lease;
   return true;
 }
 
@@ -240,6 +240,85 @@ result<op_outcome> grain_registry::write(store_op op) {
   return f.get();
 }
 
+error grain_registry::pass_barrier() {
+  if (settings_.min_peers == 0 || barrier_open_.load(std::memory_order_acquire)) return {};
+  if (akt::detail::on_worker_thread()) {
+    return error(errc::cluster_quorum_timeout, "grain activations wait for " +
+                                                   std::to_string(settings_.min_peers) +
+                                                   " members, and a dispatcher worker cannot wait");
+  }
+  if (!membership_.wait_members(settings_.min_peers, settings_.barrier_timeout)) {
+    return error(errc::cluster_quorum_timeout,
+                 "fewer than " + std::to_string(settings_.min_peers) + " members after " +
+                     std::to_string(settings_.barrier_timeout.count()) + " ms");
+  }
+  barrier_open_.store(true, std::memory_order_release);
+  return {};
+}
+
+std::optional<member> grain_registry::choose_node(const grain_identity& id,
+                                                  const grain_settings* settings) {
+  const grain_placement_strategy strategy =
+      settings != nullptr ? settings->placement : grain_placement_strategy::round_robin;
+  const std::string role = settings != nullptr ? settings->role : std::string();
+  auto has = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  member self = membership_.self();
+  const bool self_fits = settings != nullptr && (role.empty() || has(settings_.roles, role));
+  if (strategy == grain_placement_strategy::local && self_fits) return self;
+  std::vector<member> candidates;
+  for (member& m : membership_.members()) {
+    const bool fits = m.name == node_
+                          ? self_fits
+                          : has(m.grain_kinds, id.kind) && (role.empty() || has(m.roles, role));
+    if (fits) candidates.push_back(m.name == node_ ? self : std::move(m));
+  }
+  if (candidates.empty()) return std::nullopt;
+  switch (strategy) {
+    case grain_placement_strategy::random: {
+      thread_local std::minstd_rand rng(std::random_device{}());
+      return candidates[rng() % candidates.size()];
+    }
+    case grain_placement_strategy::least_load:
+      return *std::min_element(candidates.begin(), candidates.end(),
+                               [](const member& a, const member& b) { return a.load < b.load; });
+    case grain_placement_strategy::local:  // this node cannot host it: in turn among the others
+    case grain_placement_strategy::round_robin:
+      break;
+  }
+  return candidates[next_node_.fetch_add(1, std::memory_order_relaxed) % candidates.size()];
+}
+
+result<op_outcome> grain_registry::claim_for(const grain_identity& id, const member& owner) {
+  error last = registry_timeout("the claim of " + id.str());
+  for (int round = 0; round < k_rounds; ++round) {
+    result<op_outcome> r = write(store_op::put_if_absent(
+        claim_key(cluster_, id), encode_claim(record_for(id, owner)), owner.epoch));
+    if (r) return r;
+    last = r.error();
+    // Timed out ("possibly written": the next round finds it), or the lease ended under it.
+    if (r.code() != errc::cluster_registry_timeout && r.code() != errc::lease_not_found) break;
+    if (r.code() == errc::lease_not_found && owner.name != node_) break;  // that node is gone
+  }
+  return last;
+}
+
+result<std::int64_t> grain_registry::adopt(const grain_identity& id, std::int64_t token) {
+  result<std::optional<owner_entry>> found = read_owner(id);
+  if (!found) return found.error();
+  const lease_id lease = membership_.lease();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!found->has_value() || (*found)->node != node_ || (*found)->token != token ||
+      (*found)->lease != lease || lease == 0) {
+    return error(errc::not_owner,
+                 id.str() + ": this node does not hold the claim " + std::to_string(token));
+  }
+  held_[id.str()] = token;
+  cache_.erase(id.str());
+  return token;
+}
+
 result<std::int64_t> grain_registry::admit(const grain_identity& id) {
   if (shutting_down_.load(std::memory_order_acquire))
     return error(errc::system_shutting_down, "the node is shutting down: it takes no new grains");
@@ -250,40 +329,47 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
     if (auto h = held_.find(key); h != held_.end()) return h->second;
     return error(errc::not_owner, id.str() + ": a claim cannot be made on a dispatcher worker");
   }
-  if (!akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind))
+  auto settings = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind);
+  if (!settings)
     return error(errc::grain_kind_unknown, "this node does not host grain kind " + id.kind);
-  error last = registry_timeout("the claim of " + id.str());
-  for (int round = 0; round < k_rounds; ++round) {
-    const lease_id lease = membership_.lease();
-    if (lease == 0) return error(errc::not_owner, "this node is fenced: it holds no lease");
-    result<op_outcome> r = write(
-        store_op::put_if_absent(claim_key(cluster_, id), encode_claim(record_for(id, lease)), lease));
-    if (!r) {
-      last = r.error();
-      // Timed out ("possibly written": the next round finds it), or the lease ended under it.
-      if (r.code() == errc::cluster_registry_timeout || r.code() == errc::lease_not_found) continue;
-      return last;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (r->succeeded) {
-      held_[key] = r->applied_revision;
-      cache_.erase(key);
-      return r->applied_revision;
-    }
-    owner_entry owner;
-    if (!decode_owner(r->current, owner))
-      return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
-    if (owner.node == node_ && r->current.lease == lease) {
-      // Ours: an earlier round's write that did commit, or a claim made for this node.
-      held_[key] = owner.token;
-      cache_.erase(key);
-      return owner.token;
-    }
-    std::string who = owner.node;
-    if (owner.node != node_) cache_locked(key, std::move(owner));
-    return error(errc::not_owner, id.str() + " is owned by node " + who);
+  if (error e = pass_barrier()) return e;
+  // A message routed by a claim another node made for this one: adopt that claim, never make
+  // a new one for it.
+  if (const std::int64_t token = akt::detail::routed_claim_token(); token != 0)
+    return adopt(id, token);
+  const lease_id lease = membership_.lease();
+  if (lease == 0) return error(errc::not_owner, "this node is fenced: it holds no lease");
+  // Where it goes (the kind's placement): here, or claimed for another node, which activates
+  // it on the first message routed to it with that claim.
+  std::optional<member> owner = choose_node(id, settings.get());
+  if (!owner) {
+    return error(errc::not_owner, "no member can host " + id.str() + " (kind " + id.kind +
+                                      (settings->role.empty() ? "" : ", role " + settings->role) +
+                                      ")");
   }
-  return last;
+  if (owner->name == node_) owner->epoch = lease;  // the current one, whatever the record says
+  result<op_outcome> r = claim_for(id, *owner);
+  if (!r) return r.error();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (r->succeeded && owner->name == node_) {
+    held_[key] = r->applied_revision;
+    cache_.erase(key);
+    return r->applied_revision;
+  }
+  owner_entry found;
+  if (r->succeeded) {  // claimed for another node: the message goes there
+    found = {owner->name, owner->address, r->applied_revision, owner->epoch};
+  } else if (!decode_owner(r->current, found)) {
+    return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
+  } else if (found.node == node_ && r->current.lease == lease) {
+    // Ours: an earlier round's write that did commit, or a claim made for this node.
+    held_[key] = found.token;
+    cache_.erase(key);
+    return found.token;
+  }
+  std::string who = found.node;
+  if (found.node != node_) cache_locked(key, std::move(found));
+  return error(errc::not_owner, id.str() + " is owned by node " + who);
 }
 
 void grain_registry::released(const grain_identity& id) noexcept {
@@ -347,9 +433,8 @@ result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return error(errc::system_shutting_down, "the registry is closed");
   }
-  membership_.coordination_store().get(claim_key(cluster_, id), [p](result<range_result> r) {
-    p->set_value(std::move(r));
-  });
+  membership_.coordination_store().get(claim_key(cluster_, id),
+                                       [p](result<range_result> r) { p->set_value(std::move(r)); });
   if (f.wait_for(k_wait) != std::future_status::ready)
     return registry_timeout("reading the owner of " + id.str());
   result<range_result> r = f.get();
@@ -385,8 +470,10 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
   const bool refused = akt::detail::error_access::refused(failure);
   const errc code = failure.code();
   if (at.at == grain_place::where::remote) {
-    if (refused && (code == errc::not_owner || code == errc::system_shutting_down)) {
-      // (a) The owner refused before any handler ran: its claim at that token goes, unless a
+    if (refused && (code == errc::not_owner || code == errc::system_shutting_down ||
+                    code == errc::grain_kind_unknown)) {
+      // (a) The owner refused before any handler ran (it stops, it no longer holds that claim,
+      // or it cannot host a grain claimed for it): the claim at that token goes, unless a
       // newer one replaced it meanwhile (compare-and-delete).
       if (at.token != 0 && !release_claim(id, at.token)) return std::nullopt;
     } else if (code == errc::unreachable && !refused) {
@@ -403,9 +490,14 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     } else {
       return std::nullopt;  // connection_lost, dead, request_timeout, handler errors: kept
     }
-  } else if (!(refused && code == errc::not_owner) && code != errc::grain_kind_unknown) {
-    // A local failure other than a claim lost to another node, or a kind this node does not
-    // host (its owner, if any, is found below: such a node routes, it never hosts).
+  } else if (refused && code == errc::not_owner) {
+    // The claim went to another node (lost, or placed there by the kind's strategy): the owner
+    // was just learned, so the cache is fresh.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto c = cache_.find(id.str()); c != cache_.end()) return remote_place(id, c->second);
+  } else if (code != errc::grain_kind_unknown) {
+    // A local failure other than those, or a kind this node does not host (its owner, if any,
+    // is found below: such a node routes, it never hosts).
     return std::nullopt;
   }
   // Where now: the registry read again, not the cache.
@@ -413,11 +505,24 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
   if (!owner) return std::nullopt;
   grain_place next;
   if (!owner->has_value()) {
-    next.at = grain_place::where::claim;  // free: this node claims it (if it hosts the kind)
-    if (!akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind))
-      return std::nullopt;  // it cannot: the refusal is the answer
-    if (akt::detail::on_worker_thread()) return std::nullopt;
-    return next;
+    if (akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind)) {
+      next.at = grain_place::where::claim;  // free: the claim path places it by its kind
+      return next;
+    }
+    // This node cannot host it: claim it for a member that lists the kind, and send there.
+    std::optional<member> host = choose_node(id, nullptr);
+    if (!host) return std::nullopt;  // nobody can: the refusal is the answer
+    result<op_outcome> r = claim_for(id, *host);
+    if (!r) return std::nullopt;
+    owner_entry e;
+    if (r->succeeded) {
+      e = {host->name, host->address, r->applied_revision, host->epoch};
+    } else if (!decode_owner(r->current, e)) {
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (e.node != node_) cache_locked(id.str(), e);
+    return remote_place(id, e);
   }
   if ((*owner)->node == node_) {
     std::lock_guard<std::mutex> lock(mutex_);

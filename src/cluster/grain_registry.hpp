@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "akt/actor/actor_system.hpp"
+#include "akt/cluster/member.hpp"
 #include "akt/cluster/store.hpp"
 #include "cluster/claim_batcher.hpp"
 #include "cluster/grain_claim_record.hpp"
@@ -55,10 +56,18 @@ namespace akt::cluster::detail {
 
 class membership;
 
+struct grain_registry_settings {
+  std::string cluster;
+  std::string node;
+  std::string address;  // akt://system@host:port
+  std::vector<std::string> roles;
+  std::size_t min_peers = 0;  // the activation barrier (cluster_config)
+  std::chrono::milliseconds barrier_timeout{30000};
+};
+
 class grain_registry : public std::enable_shared_from_this<grain_registry> {
  public:
-  grain_registry(actor_system& sys, membership& m, std::string cluster, std::string node,
-                 std::string address);
+  grain_registry(actor_system& sys, membership& m, grain_registry_settings s);
   ~grain_registry();
 
   // Starts the watch of the grains prefix and installs the placement and the gate. Blocks
@@ -80,8 +89,8 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   void released(const grain_identity& id) noexcept;
   std::unique_ptr<akt::detail::kept_message> keep(const message& m);
   std::optional<akt::detail::grain_place> resend_place(const grain_identity& id,
-                                                      const akt::detail::grain_place& at,
-                                                      const error& failure);
+                                                       const akt::detail::grain_place& at,
+                                                       const error& failure);
 
   // For tests and benchmarks.
   std::uint64_t claim_commits() const noexcept { return batcher_ ? batcher_->commits() : 0; }
@@ -98,6 +107,7 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
     std::string node;     // member name
     std::string address;  // akt:// remoting address
     std::int64_t token = 0;
+    lease_id lease = 0;  // the lease the claim is on
   };
   class watcher;
 
@@ -111,7 +121,17 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
   bool release_claim(const grain_identity& id, std::int64_t token);
   void release_async(const grain_identity& id, std::int64_t token, int round);
-  grain_claim_record record_for(const grain_identity& id, lease_id lease) const;
+  grain_claim_record record_for(const grain_identity& id, const member& owner) const;
+  // The activation barrier: ok once min_peers members were known; waits off the workers.
+  error pass_barrier();
+  // The node a grain of id's kind without an owner goes to, by the kind's placement strategy
+  // and role (settings null: a kind this node does not host: any member listing it, in turn);
+  // nothing when no member can host it.
+  std::optional<member> choose_node(const grain_identity& id, const grain_settings* settings);
+  // Claims id for `owner` (this node, or another member: on its lease), with its rounds.
+  result<op_outcome> claim_for(const grain_identity& id, const member& owner);
+  // Adopts the claim another node made for this one at token (a message routed by it).
+  result<std::int64_t> adopt(const grain_identity& id, std::int64_t token);
   bool decode_owner(const key_value& kv, owner_entry& out) const;
   void cache_locked(const std::string& key, owner_entry e);
   void on_events(const std::vector<watch_event>& events, revision header);
@@ -120,9 +140,10 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
 
   actor_system& sys_;
   membership& membership_;
-  const std::string cluster_;
-  const std::string node_;
-  const std::string address_;
+  const grain_registry_settings settings_;
+  const std::string& cluster_ = settings_.cluster;
+  const std::string& node_ = settings_.node;
+  const std::string& address_ = settings_.address;
   std::unique_ptr<claim_batcher> batcher_;  // null after close()
 
   mutable std::mutex mutex_;
@@ -133,10 +154,13 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   bool closed_ = false;                                 // guarded
   revision last_revision_ = 0;                          // guarded: the watch's last
   std::unique_ptr<watcher> watcher_;
-  std::unique_ptr<watch_handle> watch_;  // guarded when replaced
+  std::unique_ptr<watch_handle> watch_;                 // guarded when replaced
   std::vector<std::unique_ptr<watch_handle>> retired_;  // guarded: ended watches, until close
   // Writer: begin_shutdown (release); readers: admit (acquire).
   std::atomic<bool> shutting_down_{false};
+  // Writer: the first admit that saw min_peers members (release); readers: admit (acquire).
+  std::atomic<bool> barrier_open_{false};
+  std::atomic<std::uint64_t> next_node_{0};  // round-robin placement's counter
 };
 
 }  // namespace akt::cluster::detail

@@ -463,6 +463,14 @@ lease_id membership::lease() const {
   return lease_;
 }
 
+bool membership::wait_members(std::size_t n, std::chrono::nanoseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto enough = [&] {
+    return stopping_ || members_.size() + (members_.count(settings_.node) == 0 ? 1 : 0) >= n;
+  };
+  return changed_.wait_for(lock, timeout, enough) && !stopping_;
+}
+
 bool membership::is_member(const std::string& name, lease_id epoch) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = members_.find(name);

@@ -88,6 +88,9 @@ class membership final : public akt::detail::grain_fence {
   // The lease this node's claims go on now (0 between a fence and the rejoin), and whether the
   // node `name` is a member under lease `epoch` (0: under any lease). Any thread.
   lease_id lease() const;
+  // Waits (at most timeout) until at least n members are known, this node included; false on
+  // the timeout or when membership stops.
+  bool wait_members(std::size_t n, std::chrono::nanoseconds timeout) const;
   bool is_member(const std::string& name, lease_id epoch = 0) const;
   // The store connection, shared with the grain registry; valid until stop().
   store& coordination_store() noexcept { return *store_; }

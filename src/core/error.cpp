@@ -96,6 +96,8 @@ std::string_view to_string(errc code) noexcept {
       return "lease_not_found";
     case errc::invalid_cluster_config:
       return "invalid_cluster_config";
+    case errc::cluster_quorum_timeout:
+      return "cluster_quorum_timeout";
   }
   return "unknown";
 }

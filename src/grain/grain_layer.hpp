@@ -439,7 +439,7 @@ class grain_layer final : public system_extension {
 
   static bool sets_nothing(const grain_options& o) noexcept {
     return !o.mailbox_capacity && !o.deactivate_after && !o.activation_timeout &&
-           !o.activation_attempts && !o.dependencies && !o.reentrancy;
+           !o.activation_attempts && !o.dependencies && !o.reentrancy && !o.placement && !o.role;
   }
 
   static directory_link& link_of(actor_cell* cell) noexcept {
@@ -455,6 +455,8 @@ class grain_layer final : public system_extension {
     if (o.activation_attempts) out->activation_attempts = std::max(1u, *o.activation_attempts);
     if (o.dependencies) out->dependencies = o.dependencies;
     if (o.reentrancy) out->reentrancy = *o.reentrancy;
+    if (o.placement) out->placement = *o.placement;
+    if (o.role) out->role = *o.role;
     return out;
   }
 

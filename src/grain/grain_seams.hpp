@@ -125,6 +125,11 @@ class grain_fence {
 // claim); null when this node does not host the kind. Any thread.
 std::shared_ptr<const grain_settings> grain_kind_settings(system_core* core, std::string_view kind);
 
+// The claim token of the delivery whose activation the gate is asked to admit on this thread
+// (grain_delivery::claim_token of a message routed by a claim made for this node by another:
+// the gate adopts that claim instead of making one); 0 for every other activation.
+std::int64_t routed_claim_token() noexcept;
+
 // How many activations this node has now (the cluster's member record carries it as its
 // load). Any thread; O(activations): call it seldom.
 std::size_t active_grain_count(system_core* core);

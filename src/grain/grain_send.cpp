@@ -393,7 +393,7 @@ bool install_grain_gate(system_core* core, std::unique_ptr<grain_activation_gate
 }
 
 std::shared_ptr<const grain_settings> grain_kind_settings(system_core* core,
-                                                         std::string_view kind) {
+                                                          std::string_view kind) {
   if (core->grains_.load(std::memory_order_acquire) == nullptr) return nullptr;
   grain_layer& layer = layer_of(core);
   auto k = layer.find_kind(kind);
@@ -412,6 +412,13 @@ void nudge_grains(system_core* core) { layer_of(core).nudge_all(); }
 bool install_grain_fence(system_core* core, const grain_fence* f) {
   return layer_of(core).set_fence(f);
 }
+
+namespace {
+// Set by drain_pending around the delivery of a claim-routed message (routed_claim_token).
+thread_local std::int64_t t_routed_token = 0;
+}  // namespace
+
+std::int64_t routed_claim_token() noexcept { return t_routed_token; }
 
 namespace {
 // Answers and dead-letters a delivery that did not reach an activation.
@@ -459,11 +466,12 @@ error try_deliver(system_core* core, const grain_identity& id, grain_delivery& d
   auto kind = layer.find_kind(id.kind);
   if (!kind) return kind.error();
   enqueue_delivery v(id, d);
-  // A message routed by a claim goes only to the activation holding it: none is activated
-  // for it (the claim's activation ended; the next owner is for the sender to find).
-  const bool routed_by_claim = d.claim_token != 0;
-  error e = layer.visit(*kind, id.name, nullptr, v, may_activate && !routed_by_claim);
-  if (e == k_not_active && routed_by_claim) e = not_this_claim(d.claim_token);
+  // A message routed by a claim goes only to the activation holding it. One is activated for
+  // it only to adopt a claim another node made for this one (the gate checks the token it
+  // finds in routed_claim_token); any other token is refused (not_this_claim, above).
+  const std::int64_t before = std::exchange(t_routed_token, d.claim_token);
+  error e = layer.visit(*kind, id.name, nullptr, v, may_activate);
+  t_routed_token = before;
   // A closed cell refuses it with its own dead letter, answering the route.
   if (v.refused != nullptr) (void)detail::cell_of(v.refused_by)->deliver(v.refused);
   return e;
@@ -643,7 +651,8 @@ result<message> ask_grain_message(actor_system& sys, const grain_identity& id, m
 error tell_grain_message(actor_system& sys, const grain_identity& id, message msg,
                          const grain_tell_options& opts, actor_cell* sender) {
   system_core* core = detail::core_of(sys);
-  if (opts.one_way) return tell_routed(core, id, std::move(msg), sender, route_grain(core, id), nullptr);
+  if (opts.one_way)
+    return tell_routed(core, id, std::move(msg), sender, route_grain(core, id), nullptr);
   if (opts.timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
   if (on_worker_thread()) return errc::blocking_on_worker;
   result<message> r =
@@ -672,10 +681,9 @@ result<message> ask_from_grain(receive_context& env, const grain_identity* grain
   const bool before = std::exchange(bounded_wait_allowed, true);
   result<message> r =
       grain == nullptr ? ask(detail::cell_of(*actor), envelope_for(*actor, std::move(msg)), timeout)
-      : owned_elsewhere(at) ? ask_through(at.target, std::move(msg), self, timeout, 0, true)
-      : activates_elsewhere(at)
-          ? ask_deferred(core, *grain, std::move(msg), self, timeout)
-          : ask_activation(core, *grain, msg, self, timeout, 0, true);
+      : owned_elsewhere(at)     ? ask_through(at.target, std::move(msg), self, timeout, 0, true)
+      : activates_elsewhere(at) ? ask_deferred(core, *grain, std::move(msg), self, timeout)
+                                : ask_activation(core, *grain, msg, self, timeout, 0, true);
   bounded_wait_allowed = before;
   return r;
 }

@@ -767,8 +767,9 @@ result<pid> grain_proxy_on(actor_system& sys, std::string_view node, const grain
     return error(errc::remoting_disabled, "the system was configured without remoting");
   result<node_address> n = parse_node(node);
   if (!n) return n.error();
-  return static_cast<remote_node*>(r)->association_for(n->host, n->port)->grain_proxy(id.str(),
-                                                                                     claim_token);
+  return static_cast<remote_node*>(r)
+      ->association_for(n->host, n->port)
+      ->grain_proxy(id.str(), claim_token);
 }
 }  // namespace detail
 

@@ -80,6 +80,7 @@ std::unique_ptr<actor_system> local_cluster::make(std::size_t i) {
   cc.lease_ttl = options_.lease_ttl;
   cc.fence_margin = options_.fence_margin;
   cc.start_wait = options_.start_wait;
+  if (options_.configure) options_.configure(cc, i);
   cfg.cluster = cc;
   auto sys = std::make_unique<actor_system>(name(i), cfg);
   if (options_.prepare) options_.prepare(*sys, i);

@@ -70,6 +70,7 @@ const std::vector<std::pair<errc, std::string_view>>& all_codes() {
       {errc::cluster_compacted, "cluster_compacted"},
       {errc::lease_not_found, "lease_not_found"},
       {errc::invalid_cluster_config, "invalid_cluster_config"},
+      {errc::cluster_quorum_timeout, "cluster_quorum_timeout"},
   };
   return codes;
 }

@@ -4,6 +4,7 @@
 // without a cluster section starts no membership and pays nothing for it.
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,12 @@ struct cluster_config {
   // with the characters of an actor name.
   std::vector<std::string> roles;
   std::vector<std::string> grain_kinds;
+  // The grain activation barrier: while fewer than min_peers members (this node included) are
+  // known, grain activations on this node wait (never on a dispatcher worker: a send made there
+  // waits in its delivery queue); past barrier_timeout they fail with
+  // errc::cluster_quorum_timeout. Once reached, the barrier stays open. 0: no barrier.
+  std::size_t min_peers = 0;
+  std::chrono::milliseconds barrier_timeout{std::chrono::seconds(30)};
 };
 
 }  // namespace akt

@@ -62,6 +62,8 @@ enum class errc : std::uint8_t {
   lease_not_found,         // the lease expired or was revoked (a keep-alive or put on it fails)
   invalid_cluster_config,  // the cluster section of system_config is invalid; the detail names
                            // the field
+  cluster_quorum_timeout,  // grain activations waited for cluster_config::min_peers members
+                           // longer than the activation barrier's timeout
 };
 
 // Short stable name of the code, for logs and tests ("dead", "mailbox_full", ...).

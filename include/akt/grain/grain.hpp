@@ -28,12 +28,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "akt/actor/schedule.hpp"
 #include "akt/core/error.hpp"
@@ -155,6 +155,13 @@ struct grain_timer_options {
 
 // Options of a grain kind. Each field left unset takes the kind's declared default
 // (with_grain_default_options), then the framework's default.
+// Where a cluster activates a grain of the kind that no node owns yet (ignored outside a
+// cluster). local: on the node the first message is sent from (or the node that asks for it);
+// the others choose among the members that list the kind in cluster_config::grain_kinds (and
+// have the kind's role, when it names one): in turn, at random, or the one with the fewest
+// active grains (the load in its member record).
+enum class grain_placement_strategy : std::uint8_t { local, round_robin, random, least_load };
+
 struct grain_options {
   // At most this many messages wait in the mailbox; a send beyond is refused with
   // errc::mailbox_full. Default: unbounded.
@@ -171,6 +178,10 @@ struct grain_options {
   std::shared_ptr<const grain_dependencies> dependencies = nullptr;
   // Default: off.
   std::optional<grain_reentrancy> reentrancy = std::nullopt;
+  // In a cluster: where a grain of the kind is activated (above), and the role a node needs to
+  // host it (cluster_config::roles; empty: any node hosting the kind). Default: local, any.
+  std::optional<grain_placement_strategy> placement = std::nullopt;
+  std::optional<std::string> role = std::nullopt;
 };
 
 // Settled options (every field decided), as an activation sees them.
@@ -181,6 +192,8 @@ struct grain_settings {
   unsigned activation_attempts = 1;
   std::shared_ptr<const grain_dependencies> dependencies;
   grain_reentrancy reentrancy;
+  grain_placement_strategy placement = grain_placement_strategy::local;
+  std::string role;
 };
 
 // What on_activate and on_deactivate receive.

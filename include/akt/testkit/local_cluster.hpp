@@ -51,6 +51,9 @@ struct local_cluster_options {
   std::function<std::shared_ptr<cluster::store_provider>(std::size_t)> store_for;
   // Called with each node's system before it starts (register grain kinds and messages).
   std::function<void(actor_system&, std::size_t)> prepare;
+  // Called with each node's cluster section before its system is made (roles, grain kinds,
+  // the activation barrier).
+  std::function<void(cluster_config&, std::size_t)> configure;
 };
 
 class local_cluster {
