@@ -8,6 +8,7 @@
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
 #include "akt/actor/detail/actor_cell.hpp"
+#include "akt/core/thread.hpp"
 
 namespace akt::detail {
 
@@ -312,6 +313,11 @@ void actor_cell::finish_stop() noexcept {
   drain_to_dead_letters();
   if (custom_) custom_->dispose();
   system_->registry_.erase(this);
+  // Its cluster-wide name (if it claimed one: the extension knows) is free once the local one is.
+  if (cluster_extension* c = system_->cluster();
+      c != nullptr && parent_ == nullptr && !grain_ && claims_cluster_name(path())) {
+    c->release_name(path(), this);
+  }
   bool passivated = false;
   error reason;
   system_->scheduler_.cancel_owned_by(this);
@@ -350,7 +356,27 @@ void actor_cell::finish_stop() noexcept {
 }
 
 error actor_cell::start(bool register_name) {
+  // On a cluster node a top-level actor's name is claimed cluster-wide first, so that nothing
+  // finds it by that name (here or elsewhere) before the claim committed. The claim waits for
+  // the store: a dispatcher worker may not spawn such an actor (cluster_hooks.hpp).
+  cluster_extension* cluster =
+      register_name && parent_ == nullptr && !grain_ && claims_cluster_name(path())
+          ? system_->cluster()
+          : nullptr;
+  if (cluster != nullptr) {
+    error claim = on_worker_thread()
+                      ? error(errc::blocking_on_worker,
+                              "spawning '" + std::string(path()) +
+                                  "' claims its name in the cluster: not from a dispatcher "
+                                  "worker (spawn it as a child, or from outside the system)")
+                      : cluster->claim_name(path(), this);
+    if (claim) {
+      life_.store(life_state::dead, std::memory_order_release);
+      return claim;
+    }
+  }
   if (register_name && !system_->registry_.insert(this)) {
+    if (cluster != nullptr) cluster->release_name(path(), this);
     life_.store(life_state::dead, std::memory_order_release);
     return error(errc::actor_already_exists, std::string(path()));
   }
@@ -372,6 +398,7 @@ error actor_cell::start(bool register_name) {
     destroy_instance();
     life_.store(life_state::dead, std::memory_order_seq_cst);
     system_->registry_.erase(this);
+    if (cluster != nullptr) cluster->release_name(path(), this);
     // Children spawned by a failing pre_start are stopped.
     if (cell_extras* x = extras_if_any()) {
       for (actor_cell* c : x->children) c->post_system(poison_pill{});

@@ -6,11 +6,14 @@
 //
 // Contract: one extension per system; start() builds it and calls nothing else on it before it
 // returns; leave() and shut_down() are called once each, by stop(), in that order, from the
-// stopping thread. Destroyed with the system's core.
+// stopping thread; claim_name() and release_name() by the spawn and stop paths of top-level
+// actors whose name claims_cluster_name() accepts, from any thread, until the core is destroyed
+// (after leave() they only refuse or do nothing). Destroyed with the system's core.
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "akt/core/result.hpp"
@@ -32,7 +35,26 @@ class cluster_extension {
   // stop(), after remoting closed: end the cluster's threads and the store connection.
   virtual void shut_down(std::chrono::steady_clock::time_point deadline,
                          std::vector<std::string>& problems) noexcept = 0;
+
+  // Cluster-wide actor names. The spawn of a top-level actor named `name` claims it for `owner`
+  // (its cell: an opaque key, unique among live cells) before the actor is registered locally,
+  // so nothing finds it by name before the claim committed. Blocks on the store (bounded); the
+  // spawn path never calls it on a dispatcher worker. Errors: actor_already_exists (the name is
+  // held on any node, this one included), not_owner (fenced: no lease), cluster_registry_timeout,
+  // system_shutting_down.
+  virtual error claim_name(std::string_view name, const void* owner) = 0;
+  // The actor `owner` stopped, or its start failed after the claim: releases the name if
+  // `owner` holds it (compare-and-delete on the claim's create revision, sent asynchronously).
+  // Never blocks (a worker calls it); does nothing for a name `owner` does not hold.
+  virtual void release_name(std::string_view name, const void* owner) noexcept = 0;
 };
+
+// Whether a top-level actor's name is claimed cluster-wide on a cluster node: every name but
+// the framework's own, "akt." and below (akt.cluster.probe, ...), which each node has one of.
+// Children are never claimed: their path is unique once their top-level ancestor's name is.
+inline bool claims_cluster_name(std::string_view name) noexcept {
+  return name.substr(0, 4) != "akt.";
+}
 
 // Builds (and starts: joins the cluster) the extension of a starting system; an error refuses
 // the start.

@@ -2,8 +2,10 @@
 // section of the config, joins through membership, turns membership's news into events and
 // into remoting's view of its peers, and fences the grain layer.
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -12,6 +14,9 @@
 #include "akt/actor/actor.hpp"
 #include "akt/cluster/cluster.hpp"
 #include "akt/core/clock.hpp"
+#include "akt/core/thread.hpp"
+#include "cluster/actor_names.hpp"
+#include "cluster/grain_claim_record.hpp"
 #include "cluster/grain_registry.hpp"
 #include "cluster/member_record.hpp"
 #include "cluster/membership.hpp"
@@ -66,6 +71,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
  public:
   cluster_node(akt::detail::system_core* core, actor_system& sys) : core_(core), sys_(sys) {}
   ~cluster_node() override {
+    if (names_) names_->close(std::chrono::steady_clock::now());
     if (registry_) registry_->close(std::chrono::steady_clock::now());
     if (membership_) membership_->stop();
   }
@@ -102,7 +108,9 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     rs.min_peers = c.min_peers;
     rs.barrier_timeout = c.barrier_timeout;
     registry_ = std::make_shared<grain_registry>(sys_, *membership_, std::move(rs));
+    names_ = std::make_shared<actor_names>(sys_, *membership_, c.cluster_name, node, address);
     if (result<void> r = membership_->join(); !r) {
+      names_->close(std::chrono::steady_clock::now());
       registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
       return r;
@@ -111,6 +119,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
       return invalid("cluster: the grain layer has a fence already");
     }
     if (result<void> r = registry_->start(); !r) {
+      names_->close(std::chrono::steady_clock::now());
       registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
       return r;
@@ -119,18 +128,24 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   }
 
   membership& members() { return *membership_; }
+  actor_names& names() { return *names_; }
+  // spawn_on's round-robin turn (any thread).
+  std::uint64_t next_turn() noexcept { return turn_.fetch_add(1, std::memory_order_relaxed); }
 
   // cluster_extension
   void leave(std::chrono::steady_clock::time_point deadline,
              std::vector<std::string>& problems) noexcept override {
     try {
       if (core_->crashing()) {
+        names_->close(std::chrono::steady_clock::now());
         registry_->close(std::chrono::steady_clock::now());
         membership_->stop();  // keep-alives stop; the lease runs out by itself
         return;
       }
       // The deactivated grains' releases commit first (others may claim them at once); the
-      // revoke then deletes whatever is left on the lease.
+      // revoke then deletes whatever is left on the lease, the actors' names included (the
+      // actors stop after this: their releases then have nothing left to do).
+      names_->close(deadline);
       registry_->close(deadline);
       membership_->leave(deadline, problems);
     } catch (const std::exception& e) {
@@ -139,6 +154,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   }
   void shut_down(std::chrono::steady_clock::time_point,
                  std::vector<std::string>&) noexcept override {
+    names_->close(std::chrono::steady_clock::now());
     registry_->close(std::chrono::steady_clock::now());
     membership_->stop();
     probe_ = pid();  // its cell holds the system's core, which owns this extension
@@ -157,7 +173,15 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     akt::detail::nudge_grains(core_);  // dropped now, not at their next message
     publish(node_fenced{membership_->self().name, epoch});
   }
+  error claim_name(std::string_view name, const void* owner) override {
+    return names_->claim(name, owner);
+  }
+  void release_name(std::string_view name, const void* owner) noexcept override {
+    names_->release(name, owner);
+  }
+
   void rejoined(lease_id epoch) override {
+    names_->reclaim();  // the names' keys went with the old lease
     publish(node_rejoined{membership_->self().name, epoch});
   }
   void ping_dispatcher() override { (void)probe_.tell(probe_ping{}); }
@@ -183,6 +207,10 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   // The grain registry (placement and gate of the grain layer); shared with the layer's seams,
   // closed before membership stops the store.
   std::shared_ptr<grain_registry> registry_;
+  // The cluster-wide actor names (claims of this node's top-level actors); closed with the
+  // registry.
+  std::shared_ptr<actor_names> names_;
+  std::atomic<std::uint64_t> turn_{0};  // spawn_on's round robin (relaxed: a counter only)
 };
 
 result<std::unique_ptr<akt::detail::cluster_extension>> make(akt::detail::system_core* core,
@@ -225,6 +253,78 @@ result<member> self(actor_system& sys) {
 bool fenced(actor_system& sys) {
   detail::cluster_node* n = detail::node_of(sys);
   return n != nullptr && n->members().fenced();
+}
+
+result<pid> find_actor(actor_system& sys, std::string_view name, std::chrono::nanoseconds timeout) {
+  if (timeout <= std::chrono::nanoseconds::zero()) return errc::invalid_timeout;
+  result<pid> local = sys.find(name);
+  detail::cluster_node* n = detail::node_of(sys);
+  if (local || n == nullptr) return local;
+  // A path "name/child/...": the cluster knows the top-level name; the rest is the owner's.
+  const std::string_view top = name.substr(0, name.find('/'));
+  if (!detail::valid_grain_name(top))
+    return error(errc::invalid_actor_name, "'" + std::string(name) + "' is not an actor name");
+  if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  result<std::optional<detail::actor_name_record>> rec = n->names().read(top, timeout);
+  if (!rec) return rec.error();
+  if (!rec->has_value())
+    return error(errc::actor_not_found, "no actor named '" + std::string(top) + "' in the cluster");
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::nanoseconds::zero()) return errc::request_timeout;
+  // This node's own record with no such actor here (it is starting or just stopped) ends in
+  // lookup's local find: actor_not_found.
+  return sys.lookup((*rec)->address + "/user/" + std::string(name), left);
+}
+
+result<pid> spawn_on(actor_system& sys, std::string_view kind, std::string_view name,
+                     const spawn_on_options& options) {
+  detail::cluster_node* n = detail::node_of(sys);
+  if (n == nullptr) return error(errc::invalid_argument, "the system has no cluster section");
+  if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
+  std::vector<member> candidates = n->members().members();  // sorted by name
+  if (!options.role.empty()) {
+    std::erase_if(candidates, [&](const member& m) {
+      return std::find(m.roles.begin(), m.roles.end(), options.role) == m.roles.end();
+    });
+  }
+  if (candidates.empty()) {
+    return error(errc::invalid_argument,
+                 "spawn_on: no member" +
+                     (options.role.empty() ? std::string() : " with role '" + options.role + "'"));
+  }
+  const std::uint64_t turn = n->next_turn();
+  std::size_t pick = 0;
+  switch (options.placement) {
+    case spawn_placement::round_robin:
+      pick = turn % candidates.size();
+      break;
+    case spawn_placement::random: {
+      thread_local std::minstd_rand rng{std::random_device{}()};
+      pick = std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng);
+      break;
+    }
+    case spawn_placement::least_load: {
+      const auto least =
+          std::min_element(candidates.begin(), candidates.end(),
+                           [](const member& a, const member& b) { return a.load < b.load; })
+              ->load;
+      std::erase_if(candidates, [least](const member& m) { return m.load != least; });
+      pick = turn % candidates.size();
+      break;
+    }
+  }
+  const member& target = candidates[pick];
+  if (target.name == n->members().self().name) {
+    akt::detail::system_core::actor_factory make =
+        akt::detail::core_of(sys)->find_actor_kind(std::string(kind));
+    if (!make) {
+      return error(errc::invalid_argument,
+                   "no actor kind '" + std::string(kind) + "' on " + target.name);
+    }
+    return make(sys, name);
+  }
+  return sys.spawn_on(target.address, kind, name, options.timeout);
 }
 
 namespace detail {

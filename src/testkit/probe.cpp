@@ -50,7 +50,7 @@ constexpr auto k_stop_timeout = std::chrono::seconds(5);
 
 std::string unique_name() {
   static std::atomic<std::uint64_t> next{1};
-  return "probe-" + std::to_string(next.fetch_add(1, std::memory_order_relaxed));
+  return "akt.probe-" + std::to_string(next.fetch_add(1, std::memory_order_relaxed));
 }
 
 std::string millis(std::chrono::nanoseconds d) {

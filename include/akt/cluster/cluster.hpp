@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "akt/actor/actor_system.hpp"
@@ -68,6 +69,50 @@ result<void> wait_ready(actor_system& sys, std::chrono::nanoseconds timeout);
 result<member> self(actor_system& sys);
 // Whether this node is fenced now (see above).
 bool fenced(actor_system& sys);
+
+// ---- Actor names in a cluster ----
+//
+// On a cluster node, spawning a top-level actor (actor_system::spawn) claims its name in the
+// whole cluster: a put-if-absent of /akt/<cluster>/v1/actors/<name> on the node's lease, made
+// before the actor is reachable by that name. A second spawn of the name on any node, this one
+// included, fails with errc::actor_already_exists while the first lives. The claim waits for the
+// store, so such a spawn is refused on a dispatcher worker (errc::blocking_on_worker: spawn from
+// outside the system, or spawn a child, or use spawn_on from outside); a fenced node's spawn
+// fails with errc::not_owner, a store that does not answer with cluster_registry_timeout. Not
+// claimed: children (their path is unique once their top-level ancestor's name is) and the
+// framework's own actors, named "akt." and below. When the actor stops its name is released
+// (a compare-and-delete on the claim's create revision, sent as it stops: other nodes can spawn
+// the name one store round trip later; this node at once); a node that stops leaves with its
+// names, and a crashed node's names vanish when its lease expires.
+
+// The actor named `name` (or at path "name/child/...") on whichever node runs it: this node's
+// actor if it has one, else the node the cluster's record names, through remoting (a round trip
+// to it, as actor_system::lookup). Waits at most `timeout` in all. Errors: actor_not_found,
+// blocking_on_worker (not from a dispatcher worker: it waits), invalid_actor_name,
+// decode_failed (the name's record cannot be read: another version's), and lookup's errors
+// (unreachable, ...). Without a cluster section it is actor_system::find.
+result<pid> find_actor(actor_system& sys, std::string_view name,
+                       std::chrono::nanoseconds timeout = std::chrono::seconds(5));
+
+// Where spawn_on places an actor among the members (with the role, if one is asked for).
+enum class spawn_placement : std::uint8_t {
+  round_robin,  // the members in turn (per node: each node keeps its own turn)
+  random,       // any, uniformly
+  least_load,   // the lowest load in its member record (its active grains); ties in turn
+};
+struct spawn_on_options {
+  spawn_placement placement = spawn_placement::round_robin;
+  std::string role;  // only members with this role (cluster_config::roles); empty: any member
+  std::chrono::nanoseconds timeout = std::chrono::seconds(5);
+};
+// Spawns an actor of kind `kind` (registered on the chosen node with register_actor_kind or
+// register_actor_factory) named `name` on a member chosen by options.placement (this node
+// included), and returns its pid. Its name is claimed in the cluster as any spawn's. Blocking:
+// not from a dispatcher worker. Errors: invalid_argument (no cluster section; no member with the
+// role; the chosen node has no such kind), invalid_actor_name, actor_already_exists, and the
+// spawn's and remoting's errors.
+result<pid> spawn_on(actor_system& sys, std::string_view kind, std::string_view name,
+                     const spawn_on_options& options = {});
 
 namespace detail {
 // Defined in the module; referenced below so that every program including this header links

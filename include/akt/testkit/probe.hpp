@@ -70,8 +70,10 @@ struct probe_queue {
 
 class probe {
  public:
-  // Spawns the probe actor under `name` (probe-<n> when empty). If that fails (the system is not
-  // running, the name is taken), ref() is empty and every call returns start_error().
+  // Spawns the probe actor under `name` (akt.probe-<n> when empty: the framework's own name, so
+  // that on a cluster node an unnamed probe claims no cluster-wide name). If that fails (the
+  // system is not running, the name is taken), ref() is empty and every call returns
+  // start_error().
   explicit probe(actor_system& sys, std::string_view name = "");
   // Stops the probe actor and waits (briefly) for it to stop.
   ~probe();
