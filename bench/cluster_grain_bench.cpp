@@ -24,6 +24,8 @@
 //   without cluster or remoting: akt_bench's shape); ClusterGrainRefTellOneWay and
 //   ClusterGrainTellOneWay against GrainRefTellOneWayPairwise and GrainTellOneWayPairwise.
 //   All use bench_shapes.hpp's drivers, so cluster and baseline are measured alike.
+//   Controls: GrainRefTellOneWayBesideCluster (the non-cluster ref shape beside an idle cluster)
+//   and GrainRefTellOneWayWithRemoting (on a system with remoting on, no cluster).
 // - ClusterGrainFailover/<store>: AKT_BENCH_KILLS (default 20) times, node v (in turn) owns
 //   k_failover_grains fresh grains that node w = v+1 has cached; v is crashed (kill -9 as seen
 //   from outside); one thread per grain on w asks it every millisecond until an ask succeeds.
@@ -502,6 +504,37 @@ void BM_GrainRefTellOneWayPairwise(benchmark::State& state) {
   local_tells(state, bs.sys, *sinks, true);
 }
 BENCHMARK(BM_GrainRefTellOneWayPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// A control for the two above: the non-cluster shape while an idle 3-node cluster (in-process
+// store) runs in the same process. What it loses against GrainRefTellOneWayPairwise is the cost
+// of the cluster's threads being there; what ClusterGrainRefTellOneWay loses beyond it is the
+// per-message cost of cluster mode (the fence check before every grain handler).
+void BM_GrainRefTellOneWayBesideCluster(benchmark::State& state) {
+  bench_cluster bc(state, 0, 1);
+  if (!bc.ok) return;
+  bench_system bs(state);
+  if (!bs.ok) return;
+  auto sinks = make_sinks(pair_count());
+  if (auto e = register_kinds(bs.sys, sinks))
+    return state.SkipWithError(("kinds: " + e.message()).c_str());
+  local_tells(state, bs.sys, *sinks, true);
+}
+BENCHMARK(BM_GrainRefTellOneWayBesideCluster)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// A second control: the non-cluster shape on a system with remoting on (as every cluster node
+// has), no cluster section.
+void BM_GrainRefTellOneWayWithRemoting(benchmark::State& state) {
+  register_remote_messages();
+  akt::system_config cfg;
+  cfg.remote = akt::remote_config{};
+  bench_system bs(state, "bench", cfg);
+  if (!bs.ok) return;
+  auto sinks = make_sinks(pair_count());
+  if (auto e = register_kinds(bs.sys, sinks))
+    return state.SkipWithError(("kinds: " + e.message()).c_str());
+  local_tells(state, bs.sys, *sinks, true);
+}
+BENCHMARK(BM_GrainRefTellOneWayWithRemoting)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_ClusterGrainTellOneWay(benchmark::State& state) {
   bench_cluster bc(state, static_cast<int>(state.range(0)), pair_count());
