@@ -148,9 +148,10 @@ constexpr std::uint64_t k_pair_batch = 20000;
 // Times rounds of the pairwise tell shape: n producer threads each call send(i, k) for
 // k < k_pair_batch (true = the send failed); a round ends when every receiver i has counted its
 // share on done[i]. Shared by TellPairwise and GrainTellOneWayPairwise so both measure alike.
+// (The overload on an actor_system serves nodes that are not a bench_system: a local_cluster's.)
 template <class Send>
-void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, completion* done,
-                        Send send, region_probe* probe = nullptr) {
+void run_pairwise_tells(benchmark::State& state, akt::actor_system& sys, unsigned n,
+                        completion* done, Send send, region_probe* probe = nullptr) {
   std::atomic<std::uint64_t> failures{0};
   thread_team producers(n, [&](unsigned i) {
     for (std::uint64_t k = 0; k < k_pair_batch; ++k) {
@@ -168,7 +169,7 @@ void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, c
   if (!run()) return state.SkipWithError("warm-up send failed");
 
   std::uint64_t timed_rounds = 0;
-  region r(&bs.sys, probe);
+  region r(&sys, probe);
   for (auto _ : state) {
     if (!run()) {
       state.SkipWithError("send failed");
@@ -177,8 +178,13 @@ void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, c
     ++timed_rounds;
   }
   const std::uint64_t msgs = timed_rounds * k_pair_batch * n;
-  r.report(state, &bs.sys, msgs, msgs);
+  r.report(state, &sys, msgs, msgs);
   state.counters["pairs"] = n;
+}
+template <class Send>
+void run_pairwise_tells(benchmark::State& state, bench_system& bs, unsigned n, completion* done,
+                        Send send, region_probe* probe = nullptr) {
+  run_pairwise_tells(state, bs.sys, n, done, std::move(send), probe);
 }
 
 // The pairwise round-trip shape (AskPairwise, the grain round trips): calls per caller per round.
@@ -188,7 +194,7 @@ constexpr std::uint64_t k_ask_batch = 2000;
 // sequential calls call(i, k) (true = the call failed). Shared by AskPairwise and the grain
 // round trips so all measure alike.
 template <class Call>
-void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call,
+void run_pairwise_calls(benchmark::State& state, akt::actor_system& sys, unsigned n, Call call,
                         region_probe* probe = nullptr) {
   std::atomic<std::uint64_t> failures{0};
   thread_team callers(n, [&](unsigned i) {
@@ -200,7 +206,7 @@ void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, C
   if (failures.load() != 0) return state.SkipWithError("warm-up call failed");
 
   std::uint64_t timed_rounds = 0;
-  region r(&bs.sys, probe);
+  region r(&sys, probe);
   for (auto _ : state) {
     callers.run_round();
     if (failures.load(std::memory_order_relaxed) != 0) {
@@ -210,8 +216,13 @@ void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, C
     ++timed_rounds;
   }
   const std::uint64_t calls = timed_rounds * k_ask_batch * n;
-  r.report(state, &bs.sys, calls, calls);
+  r.report(state, &sys, calls, calls);
   state.counters["pairs"] = n;
+}
+template <class Call>
+void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, Call call,
+                        region_probe* probe = nullptr) {
+  run_pairwise_calls(state, bs.sys, n, std::move(call), probe);
 }
 
 }  // namespace akt_bench

@@ -3,6 +3,7 @@
 #include "cluster/grain_registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <random>
 #include <utility>
@@ -21,6 +22,24 @@ using akt::detail::grain_place;
 
 error registry_timeout(const std::string& what) {
   return error(errc::cluster_registry_timeout, what + ": the registry did not answer in time");
+}
+
+// The most ops per claim commit: store_limits::max_ops_per_round, unless the environment variable
+// AKT_CLAIM_BATCH_MAX holds an integer in 1..max_ops_per_round (read once per process). A
+// benchmarking knob, not a user setting: AKT_CLAIM_BATCH_MAX=1 sends every claim and release as a
+// commit of its own, so akt_cluster_grain_bench can measure activations without batching
+// (docs/benchmarks.md, "Grains in a cluster"). Anything else is ignored.
+std::size_t claim_batch_max() {
+  static const std::size_t v = [] {
+    const char* e = std::getenv("AKT_CLAIM_BATCH_MAX");
+    if (e == nullptr) return store_limits::max_ops_per_round;
+    char* end = nullptr;
+    const long n = std::strtol(e, &end, 10);
+    if (end == e || *end != '\0' || n < 1 || n > static_cast<long>(store_limits::max_ops_per_round))
+      return store_limits::max_ops_per_round;
+    return static_cast<std::size_t>(n);
+  }();
+  return v;
 }
 
 // The seams the grain layer owns: each holds the registry.
@@ -92,7 +111,7 @@ grain_registry::grain_registry(actor_system& sys, membership& m, grain_registry_
     : sys_(sys),
       membership_(m),
       settings_(std::move(s)),
-      batcher_(std::make_unique<claim_batcher>(m.coordination_store())),
+      batcher_(std::make_unique<claim_batcher>(m.coordination_store(), claim_batch_max())),
       watcher_(std::make_unique<watcher>(*this)) {}
 
 grain_registry::~grain_registry() { close(std::chrono::steady_clock::now()); }
