@@ -186,22 +186,44 @@ grain_place grain_registry::remote_place(const grain_identity& id, const owner_e
   return at;
 }
 
-grain_place grain_registry::place_locked(const std::string& key, const grain_identity& id) {
+grain_place grain_registry::place_locked(const grain_identity& id, owner_entry* make) {
   grain_place at;
-  if (auto h = held_.find(key); h != held_.end()) {
+  if (auto h = held_.find(view(id)); h != held_.end()) {
     at.token = h->second;
     return at;  // local: this node holds the claim
   }
-  if (auto c = cache_.find(key); c != cache_.end() && c->second.node != node_)
-    return remote_place(id, c->second);
+  if (auto c = cache_.find(view(id)); c != cache_.end() && c->second.node != node_) {
+    if (c->second.proxy || make == nullptr) {
+      if (!c->second.proxy) c->second.proxy = remote_place(id, c->second).target;
+      at.at = c->second.proxy ? grain_place::where::remote : grain_place::where::claim;
+      at.target = c->second.proxy;
+      at.token = c->second.token;
+      return at;
+    }
+    *make = c->second;  // place() makes the proxy without the lock
+    at.at = grain_place::where::remote;
+    return at;
+  }
   at.at = grain_place::where::claim;
   return at;
 }
 
 grain_place grain_registry::place(const grain_identity& id) {
-  const std::string key = id.str();
-  std::lock_guard<std::mutex> lock(mutex_);
-  return place_locked(key, id);
+  owner_entry make;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    grain_place at = place_locked(id, &make);
+    if (at.at != grain_place::where::remote || at.target) return at;
+  }
+  // The first send to this claim: its proxy (remoting's locks, not the registry's), kept in the
+  // entry while it still names that claim.
+  grain_place at = remote_place(id, make);
+  if (at.at == grain_place::where::remote) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto c = cache_.find(view(id)); c != cache_.end() && c->second.token == make.token)
+      c->second.proxy = at.target;
+  }
+  return at;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -377,7 +399,7 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
   }
   owner_entry found;
   if (r->succeeded) {  // claimed for another node: the message goes there
-    found = {owner->name, owner->address, r->applied_revision, owner->epoch};
+    found = {owner->name, owner->address, r->applied_revision, owner->epoch, pid()};
   } else if (!decode_owner(r->current, found)) {
     return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
   } else if (found.node == node_ && r->current.lease == lease) {
@@ -535,7 +557,7 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     if (!r) return std::nullopt;
     owner_entry e;
     if (r->succeeded) {
-      e = {host->name, host->address, r->applied_revision, host->epoch};
+      e = {host->name, host->address, r->applied_revision, host->epoch, pid()};
     } else if (!decode_owner(r->current, e)) {
       return std::nullopt;
     }
@@ -545,7 +567,7 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
   }
   if ((*owner)->node == node_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return place_locked(id.str(), id);
+    return place_locked(id);
   }
   if ((*owner)->token == at.token && at.at == grain_place::where::remote)
     return std::nullopt;  // the same claim that just failed: nothing new to try

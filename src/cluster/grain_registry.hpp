@@ -42,6 +42,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -108,7 +109,42 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
     std::string address;  // akt:// remoting address
     std::int64_t token = 0;
     lease_id lease = 0;  // the lease the claim is on
+    pid proxy;           // the owner's grain proxy for this claim, made on first use
   };
+  // The maps are keyed by "kind/name" and looked up by the identity's two parts, so that a send
+  // builds no string (id_view): hashing and comparing treat the parts as joined by '/'.
+  struct id_view {
+    std::string_view kind, name;
+  };
+  struct id_hash {
+    using is_transparent = void;
+    static std::size_t mix(std::size_t h, std::string_view s) noexcept {
+      for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      return h;
+    }
+    std::size_t operator()(std::string_view s) const noexcept {
+      return mix(14695981039346656037ull, s);
+    }
+    std::size_t operator()(const std::string& s) const noexcept {
+      return (*this)(std::string_view(s));
+    }
+    std::size_t operator()(const id_view& v) const noexcept {
+      return mix(mix(mix(14695981039346656037ull, v.kind), "/"), v.name);
+    }
+  };
+  struct id_eq {
+    using is_transparent = void;
+    bool operator()(const std::string& a, const std::string& b) const noexcept { return a == b; }
+    bool operator()(const id_view& v, const std::string& s) const noexcept {
+      const std::size_t k = v.kind.size();
+      return s.size() == k + 1 + v.name.size() && s.compare(0, k, v.kind) == 0 && s[k] == '/' &&
+             s.compare(k + 1, std::string::npos, v.name) == 0;
+    }
+    bool operator()(const std::string& s, const id_view& v) const noexcept { return (*this)(v, s); }
+  };
+  template <class T>
+  using id_map = std::unordered_map<std::string, T, id_hash, id_eq>;
+  static id_view view(const grain_identity& id) noexcept { return {id.kind, id.name}; }
   class watcher;
 
   // One conditional write through the batcher, waited for (at most k_wait).
@@ -116,7 +152,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Reads the identity's claim now (at most k_wait): the owner (cached) or nothing.
   result<std::optional<owner_entry>> read_owner(const grain_identity& id);
   // Where a message for id goes once the owner is known (or not): from the cache only.
-  akt::detail::grain_place place_locked(const std::string& key, const grain_identity& id);
+  // Under mutex_; a remote answer without its proxy yet leaves `make` set (made outside the
+  // lock by place()).
+  akt::detail::grain_place place_locked(const grain_identity& id, owner_entry* make = nullptr);
   akt::detail::grain_place remote_place(const grain_identity& id, const owner_entry& e);
   // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
   bool release_claim(const grain_identity& id, std::int64_t token);
@@ -148,11 +186,11 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
 
   mutable std::mutex mutex_;
   std::condition_variable drained_;
-  std::unordered_map<std::string, std::int64_t> held_;  // guarded: kind/name -> token
-  std::unordered_map<std::string, owner_entry> cache_;  // guarded: kind/name -> owner
-  int releases_in_flight_ = 0;                          // guarded
-  bool closed_ = false;                                 // guarded
-  revision last_revision_ = 0;                          // guarded: the watch's last
+  id_map<std::int64_t> held_;   // guarded: kind/name -> token
+  id_map<owner_entry> cache_;   // guarded: kind/name -> owner
+  int releases_in_flight_ = 0;  // guarded
+  bool closed_ = false;         // guarded
+  revision last_revision_ = 0;  // guarded: the watch's last
   std::unique_ptr<watcher> watcher_;
   std::unique_ptr<watch_handle> watch_;                 // guarded when replaced
   std::vector<std::unique_ptr<watch_handle>> retired_;  // guarded: ended watches, until close
