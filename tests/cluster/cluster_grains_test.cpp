@@ -1,327 +1,58 @@
-// Grains across the nodes of a cluster (goakt-grains.md "Activation guarantee", "During
-// shutdown"), on the in-process store: every test is named after the rule it checks.
-#include <gtest/gtest.h>
+// Grains across the nodes of a cluster on the in-process store (the rules are in
+// cluster_grains_rules.hpp, shared with the etcd tests), and the rules that need the in-process
+// store's fault injection or a configuration of their own.
+#include "cluster/cluster_grains_rules.hpp"
 
-#include <akt/testkit/local_cluster.hpp>
-
-#include <atomic>
 #include <future>
-#include <map>
-#include <mutex>
-#include <set>
 #include <thread>
-
-#include "cluster/cluster_support.hpp"
 
 namespace {
 
-using namespace akt::cluster_test;
+using namespace akt::grain_rules;
 using akt::errc;
 using akt::grain_identity;
 using akt::test::eventually;
 
-// What every activation of the test's grains did, across the nodes of one process.
-struct ledger {
-  std::mutex mutex;
-  std::map<std::string, int> active;          // identity -> activations running now
-  std::map<std::string, int> activations;     // identity -> on_activate calls that succeeded
-  std::map<std::string, std::string> where;   // identity -> node of its last activation
-  std::map<std::string, std::int64_t> token;  // identity -> last activation's fencing token
-  int most_at_once = 0;                       // the most activations of one identity at once
-  void reset() {
-    std::lock_guard<std::mutex> lock(mutex);
-    active.clear();
-    activations.clear();
-    where.clear();
-    token.clear();
-    most_at_once = 0;
-  }
-  int count(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return activations[id];
-  }
-  std::string node_of(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return where[id];
-  }
-};
-ledger g_ledger;
-
-// Answers an int32 with the running sum (int64) of what it was sent in this activation.
-struct tally final : akt::grain {
-  static constexpr std::string_view akt_type_name = "test.tally";
-  std::int64_t sum = 0;
-  akt::error on_activate(akt::grain_props& props) override {
-    const std::string id = props.identity().str();
-    if (props.identity().name.rfind("fail", 0) == 0)
-      return akt::error(errc::invalid_argument, "this grain refuses to activate");
-    std::lock_guard<std::mutex> lock(g_ledger.mutex);
-    const int now = ++g_ledger.active[id];
-    g_ledger.most_at_once = std::max(g_ledger.most_at_once, now);
-    ++g_ledger.activations[id];
-    g_ledger.where[id] = props.system().name();
-    g_ledger.token[id] = props.fencing_token();
-    return {};
-  }
-  akt::error on_deactivate(akt::grain_props& props) override {
-    std::lock_guard<std::mutex> lock(g_ledger.mutex);
-    --g_ledger.active[props.identity().str()];
-    return {};
-  }
-  void on_receive(akt::grain_context& ctx) override {
-    if (const auto* v = ctx.get_if<std::int32_t>()) {
-      sum += *v;
-      ctx.reply(sum);
-    } else if (ctx.is<std::string>()) {
-      ctx.reply(ctx.fencing_token());
-    } else {
-      ctx.unhandled();
-    }
-  }
-};
-
-akt::testkit::local_cluster_options options(std::chrono::milliseconds idle = 10min,
-                                            std::chrono::seconds ttl = 2s) {
-  akt::testkit::local_cluster_options o;
-  o.lease_ttl = ttl;
-  o.prepare = [idle](akt::actor_system& s, std::size_t) {
-    akt::grain_options g;
-    g.deactivate_after = idle;
-    (void)akt::with_grain_default_options<tally>(s, g);
-  };
-  return o;
-}
-
-grain_identity tally_id(std::string name) { return {"test.tally", std::move(name)}; }
-
-// The claim of id as the store holds it now (create_revision 0: none).
-akt::cluster::key_value claim_of(akt::testkit::local_cluster& c, const grain_identity& id) {
-  auto client = c.store().connect("test-reader");
-  std::promise<akt::result<akt::cluster::range_result>> p;
-  client->get("/akt/test/v1/grains/" + id.kind + "/" + id.name,
-              [&p](akt::result<akt::cluster::range_result> r) { p.set_value(std::move(r)); });
-  auto r = p.get_future().get();
-  if (!r || r->kvs.empty()) return {};
-  return r->kvs.front();
-}
-
-bool owner_is(const akt::cluster::key_value& kv, const std::string& node) {
-  return kv.create_revision != 0 && kv.value.find("owner=" + node + "\n") != std::string::npos;
-}
+const grain_backend k_inproc;  // the local_cluster's own in-process store
 
 TEST(Cluster_Grains, AGrainIsClaimedInTheRegistryBeforeItActivatesAndItsTokenIsTheClaimRevision) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options());
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("claimed");
-  auto token = akt::ask_grain<std::int64_t>(c.node(0), id, std::string("token"), 5s);
-  ASSERT_TRUE(token) << token.error().message();
-  const akt::cluster::key_value kv = claim_of(c, id);
-  ASSERT_TRUE(owner_is(kv, "node-0")) << kv.value;
-  EXPECT_EQ(*token, kv.create_revision) << "the context's token is the claim's create revision";
-  EXPECT_EQ(g_ledger.token[id.str()], kv.create_revision) << "and so is on_activate's";
-  EXPECT_NE(kv.lease, 0) << "on the owner's lease: it vanishes with it";
-  EXPECT_EQ(kv.lease, akt::cluster::self(c.node(0))->epoch);
+  AGrainIsClaimedInTheRegistryBeforeItActivatesAndItsTokenIsTheClaimRevision(k_inproc);
 }
-
 TEST(Cluster_Grains, AMessageFromAnyNodeReachesTheOneActivationOfItsIdentity) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(3, options());
-  ASSERT_TRUE(c.start());
-  constexpr int k_grains = 12;
-  std::atomic<int> failures{0};
-  std::vector<std::thread> callers;
-  for (std::size_t n = 0; n < 3; ++n) {
-    callers.emplace_back([&, n] {
-      for (int round = 0; round < 5; ++round) {
-        for (int g = 0; g < k_grains; ++g) {
-          auto r = akt::ask_grain<std::int64_t>(c.node(n), tally_id("g" + std::to_string(g)),
-                                                std::int32_t{1}, 10s);
-          if (!r) {
-            ++failures;
-            ADD_FAILURE() << "node " << n << ": " << r.error().message();
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : callers) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(g_ledger.most_at_once, 1) << "never two activations of one identity at once";
-  for (int g = 0; g < k_grains; ++g) {
-    const grain_identity id = tally_id("g" + std::to_string(g));
-    EXPECT_EQ(g_ledger.count(id.str()), 1) << id.str() << " activated once in the cluster";
-    // Every message reached that activation: its sum counts all fifteen.
-    auto sum = akt::ask_grain<std::int64_t>(c.node(g % 3), id, std::int32_t{0}, 5s);
-    ASSERT_TRUE(sum) << sum.error().message();
-    EXPECT_EQ(*sum, 15) << id.str();
-  }
+  AMessageFromAnyNodeReachesTheOneActivationOfItsIdentity(k_inproc);
 }
-
 TEST(Cluster_Grains, AKnownOwnerIsReachedWithoutWritingToTheRegistry) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options());
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("known");
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s));
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s));  // learns it
-  const akt::cluster::revision before = c.store().current_revision();
-  for (int i = 0; i < 50; ++i)
-    ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s));
-  ASSERT_TRUE(akt::tell_grain(c.node(1), id, std::int32_t{1}, {.one_way = true}) == akt::error());
-  EXPECT_EQ(c.store().current_revision(), before) << "no claim was written for a known owner";
-  EXPECT_EQ(g_ledger.node_of(id.str()), "node-0");
-  EXPECT_EQ(g_ledger.count(id.str()), 1);
+  AKnownOwnerIsReachedWithoutWritingToTheRegistry(k_inproc);
 }
-
 TEST(Cluster_Grains, AnActivationThatFailsRollsBackItsClaimAndTheCallerGetsTheError) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options());
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("fail-once");
-  auto r = akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.code(), errc::invalid_argument) << r.error().message();
-  EXPECT_TRUE(eventually([&] { return claim_of(c, id).create_revision == 0; }))
-      << "the claim is released when on_activate failed";
-  auto other = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
-  ASSERT_FALSE(other);
-  EXPECT_EQ(other.code(), errc::invalid_argument) << "the other node may claim it and try";
+  AnActivationThatFailsRollsBackItsClaimAndTheCallerGetsTheError(k_inproc);
 }
-
 TEST(Cluster_Grains, PassivationReleasesTheClaimAndTheNextActivationHasAGreaterToken) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options(100ms));
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("idle");
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s));
-  const std::int64_t first = claim_of(c, id).create_revision;
-  ASSERT_NE(first, 0);
-  ASSERT_TRUE(eventually([&] { return claim_of(c, id).create_revision == 0; }, 10s))
-      << "the idle deactivation released the claim";
-  // Free now: the next message activates it where it is sent from (placement is local).
-  auto r = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_EQ(*r, 1) << "a fresh activation";
-  const akt::cluster::key_value kv = claim_of(c, id);
-  EXPECT_TRUE(owner_is(kv, "node-1")) << kv.value;
-  EXPECT_GT(kv.create_revision, first) << "fencing tokens grow with every claim of an identity";
-  EXPECT_EQ(g_ledger.most_at_once, 1);
+  PassivationReleasesTheClaimAndTheNextActivationHasAGreaterToken(k_inproc);
 }
-
 TEST(Cluster_Grains, ACleanStopReleasesItsGrainsAndTheNextCallActivatesThemOnTheCaller) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options(10min, 60s));  // only the stop can free them
-  ASSERT_TRUE(c.start());
-  for (int g = 0; g < 5; ++g)
-    ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), tally_id("s" + std::to_string(g)),
-                                             std::int32_t{1}, 5s));
-  for (int g = 0; g < 5; ++g)  // node 1 learns the owner
-    ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1), tally_id("s" + std::to_string(g)),
-                                             std::int32_t{1}, 5s));
-  ASSERT_TRUE(c.stop(0));
-  for (int g = 0; g < 5; ++g) {
-    const grain_identity id = tally_id("s" + std::to_string(g));
-    auto r = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
-    ASSERT_TRUE(r) << id.str() << ": " << r.error().message();
-    EXPECT_EQ(g_ledger.node_of(id.str()), "node-1");
-  }
-  EXPECT_EQ(g_ledger.most_at_once, 1);
+  ACleanStopReleasesItsGrainsAndTheNextCallActivatesThemOnTheCaller(k_inproc);
 }
-
 TEST(Cluster_Grains, DuringARollingRestartCallersSeeNoError) {
-  // Each node in turn stops cleanly and comes back while callers on the others keep asking:
-  // a refusal by a stopping owner (marked) releases its entry and the message goes once more.
-  g_ledger.reset();
-  akt::testkit::local_cluster c(3, options(10min, 60s));
-  ASSERT_TRUE(c.start());
-  constexpr int k_grains = 6;
-  std::atomic<bool> done{false};
-  std::atomic<int> calls{0};
-  std::mutex errors_mutex;
-  std::vector<std::string> errors;
-  auto caller = [&](std::size_t node) {
-    while (!done.load()) {
-      for (int g = 0; g < k_grains && !done.load(); ++g) {
-        auto r = akt::ask_grain<std::int64_t>(c.node(node), tally_id("r" + std::to_string(g)),
-                                              std::int32_t{1}, 10s);
-        ++calls;
-        if (!r) {
-          std::lock_guard<std::mutex> lock(errors_mutex);
-          errors.push_back("node-" + std::to_string(node) + ": " + r.error().message());
-        }
-      }
-    }
-  };
-  // The grains live on nodes 0 and 1, which restart in turn; node 2 is the caller that stays.
-  for (int g = 0; g < k_grains; ++g) {
-    const grain_identity id = tally_id("r" + std::to_string(g));
-    ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(g % 2), id, std::int32_t{1}, 5s));
-    ASSERT_EQ(g_ledger.node_of(id.str()), akt::testkit::local_cluster::name(g % 2));
-  }
-  std::thread t(caller, 2);
-  for (std::size_t n = 0; n < 2; ++n) {
-    const int before = calls.load();
-    ASSERT_TRUE(eventually([&] { return calls.load() > before + 2 * k_grains; }, 20s));
-    ASSERT_TRUE(c.stop(n));
-    ASSERT_TRUE(c.restart(n));
-  }
-  const int before = calls.load();
-  EXPECT_TRUE(eventually([&] { return calls.load() > before + 2 * k_grains; }, 20s));
-  done = true;
-  t.join();
-  std::lock_guard<std::mutex> lock(errors_mutex);
-  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, the first: " << errors.front();
-  EXPECT_EQ(g_ledger.most_at_once, 1);
-  int moved = 0;
-  for (int g = 0; g < k_grains; ++g)
-    moved += g_ledger.count(tally_id("r" + std::to_string(g)).str()) > 1 ? 1 : 0;
-  EXPECT_EQ(moved, k_grains) << "every grain was activated again after its owner stopped";
+  DuringARollingRestartCallersSeeNoError(k_inproc);
 }
-
 TEST(Cluster_Grains, ACrashedOwnersGrainsActivateElsewhereOnceMembershipDroppedIt) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(2, options());
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("crash");
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s));
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s));
-  ASSERT_TRUE(c.crash(0));
-  // Until membership drops node 0 (its lease expires), calls fail with the transport error and
-  // its entry is kept; once dropped, the next call activates the grain on the caller.
-  akt::result<std::int64_t> r = errc::request_timeout;
-  ASSERT_TRUE(eventually(
-      [&] {
-        r = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 2s);
-        if (!r) {
-          EXPECT_TRUE(r.code() == errc::unreachable || r.code() == errc::connection_lost ||
-                      r.code() == errc::dead || r.code() == errc::request_timeout)
-              << r.error().message();
-        }
-        return r.has_value();
-      },
-      20s));
-  EXPECT_EQ(*r, 1) << "a fresh activation";
-  EXPECT_EQ(g_ledger.node_of(id.str()), "node-1");
-  EXPECT_TRUE(owner_is(claim_of(c, id), "node-1"));
+  ACrashedOwnersGrainsActivateElsewhereOnceMembershipDroppedIt(k_inproc);
 }
-
 TEST(Cluster_Grains, AClaimRecordThatDoesNotDecodeIsTreatedAsAForeignClaim) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(1, options());
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("garbled");
-  auto client = c.store().connect("vandal");
-  std::promise<akt::result<akt::cluster::op_outcome>> p;
-  client->put_if_absent("/akt/test/v1/grains/test.tally/garbled", "not a claim record\x01", 0,
-                        [&p](akt::result<akt::cluster::op_outcome> r) { p.set_value(r); });
-  ASSERT_TRUE(p.get_future().get());
-  auto r = akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.code(), errc::not_owner) << r.error().message();
-  EXPECT_EQ(g_ledger.count(id.str()), 0) << "never activated over somebody else's claim";
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), tally_id("fine"), std::int32_t{1}, 5s))
-      << "the node keeps working";
+  AClaimRecordThatDoesNotDecodeIsTreatedAsAForeignClaim(k_inproc);
+}
+TEST(Cluster_Grains, ANodeThatDoesNotHostTheKindRoutesToItsOwnerAndNeverHostsIt) {
+  ANodeThatDoesNotHostTheKindRoutesToItsOwnerAndNeverHostsIt(k_inproc);
+}
+TEST(Cluster_Grains, ANodeThatIsShuttingDownTakesNoNewGrainsAndReleasesWhatItRan) {
+  ANodeThatIsShuttingDownTakesNoNewGrainsAndReleasesWhatItRan(k_inproc);
+}
+TEST(Cluster_GrainPlacement, RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKind) {
+  RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKind(k_inproc);
+}
+TEST(Cluster_GrainPlacement, ARoleLimitsWhichNodesHostAKind) {
+  ARoleLimitsWhichNodesHostAKind(k_inproc);
 }
 
 TEST(Cluster_Grains, WithTheRegistryUnreachableActivationsFailButActiveGrainsKeepWorking) {
@@ -342,82 +73,6 @@ TEST(Cluster_Grains, WithTheRegistryUnreachableActivationsFailButActiveGrainsKee
   c.cut_off(0, false);
   EXPECT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), tally_id("new"), std::int32_t{1}, 5s))
       << "and activations work again once the store answers";
-}
-
-TEST(Cluster_Grains, ANodeThatDoesNotHostTheKindRoutesToItsOwnerAndNeverHostsIt) {
-  g_ledger.reset();
-  akt::testkit::local_cluster_options o = options();
-  o.prepare = [](akt::actor_system& s, std::size_t i) {
-    if (i == 0) (void)akt::register_grain_kind<tally>(s);
-  };
-  akt::testkit::local_cluster c(2, o);
-  ASSERT_TRUE(c.start());
-  const grain_identity id = tally_id("hosted");
-  auto unknown = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
-  ASSERT_FALSE(unknown) << "nobody owns it yet and node 1 cannot host it";
-  EXPECT_EQ(unknown.code(), errc::grain_kind_unknown) << unknown.error().message();
-  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s));
-  auto routed = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
-  ASSERT_TRUE(routed) << routed.error().message();
-  EXPECT_EQ(*routed, 2);
-  EXPECT_EQ(g_ledger.node_of(id.str()), "node-0");
-}
-
-}  // namespace
-
-namespace {
-
-// Placement by the kind's options (issue 19 item 11), claims made for another node (item 9) and
-// the activation barrier (item 10).
-akt::testkit::local_cluster_options placed(akt::grain_placement_strategy strategy,
-                                           std::string role = "",
-                                           std::function<bool(std::size_t)> hosts = nullptr) {
-  akt::testkit::local_cluster_options o;
-  o.lease_ttl = 10s;
-  o.prepare = [strategy, role, hosts](akt::actor_system& s, std::size_t i) {
-    if (hosts && !hosts(i)) return;
-    akt::grain_options g;
-    g.placement = strategy;
-    if (!role.empty()) g.role = role;
-    (void)akt::with_grain_default_options<tally>(s, g);
-  };
-  o.configure = [](akt::cluster_config& cc, std::size_t i) {
-    cc.grain_kinds = {"test.tally"};
-    cc.roles = {i == 2 ? "vault" : "front"};
-  };
-  return o;
-}
-
-TEST(Cluster_GrainPlacement, RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKind) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(3, placed(akt::grain_placement_strategy::round_robin));
-  ASSERT_TRUE(c.start());
-  std::map<std::string, int> per_node;
-  for (int g = 0; g < 9; ++g) {
-    const grain_identity id = tally_id("rr" + std::to_string(g));
-    auto r = akt::ask_grain<std::int64_t>(c.node(0), id, std::string("token"), 5s);
-    ASSERT_TRUE(r) << r.error().message();
-    ++per_node[g_ledger.node_of(id.str())];
-    // Claimed for the node that runs it, and that node activated it under that claim.
-    const akt::cluster::key_value kv = claim_of(c, id);
-    EXPECT_TRUE(owner_is(kv, g_ledger.node_of(id.str()))) << kv.value;
-    EXPECT_EQ(*r, kv.create_revision) << "the activation adopted the claim made for it";
-  }
-  EXPECT_EQ(per_node.size(), 3u) << "every node got some";
-  for (const auto& [node, n] : per_node) EXPECT_EQ(n, 3) << node;
-  EXPECT_EQ(g_ledger.most_at_once, 1);
-}
-
-TEST(Cluster_GrainPlacement, ARoleLimitsWhichNodesHostAKind) {
-  g_ledger.reset();
-  akt::testkit::local_cluster c(3, placed(akt::grain_placement_strategy::local, "vault"));
-  ASSERT_TRUE(c.start());
-  for (int g = 0; g < 4; ++g) {
-    const grain_identity id = tally_id("v" + std::to_string(g));
-    auto r = akt::ask_grain<std::int64_t>(c.node(g % 2), id, std::int32_t{1}, 5s);
-    ASSERT_TRUE(r) << r.error().message();
-    EXPECT_EQ(g_ledger.node_of(id.str()), "node-2") << "only node 2 has the role";
-  }
 }
 
 TEST(Cluster_GrainPlacement, LeastLoadPicksTheMemberWithTheFewestActiveGrains) {
@@ -464,9 +119,9 @@ TEST(Cluster_GrainPlacement, AClaimForAPeerThatCannotHostTheKindIsRolledBack) {
     auto r = akt::ask_grain<std::int64_t>(c.node(0), id, std::int32_t{1}, 5s);
     if (r) {
       EXPECT_EQ(g_ledger.node_of(id.str()), "node-0");
-      EXPECT_TRUE(owner_is(claim_of(c, id), "node-0"));
+      EXPECT_TRUE(owner_is(claim_of(k_inproc, c, id), "node-0"));
     } else {
-      EXPECT_EQ(claim_of(c, id).create_revision, 0)
+      EXPECT_EQ(claim_of(k_inproc, c, id).create_revision, 0)
           << "no claim left for node 1: " << r.error().message();
     }
   }
