@@ -163,9 +163,13 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   // membership_listener (the store's thread or membership's)
   void joined(const member& m) override { publish(node_joined{m}); }
   void left(const member& m) override {
-    // Remoting fails what waits for that node now, instead of after its own loss detection.
-    (void)akt::remote::detail::declare_node_lost(sys_, m.address,
-                                                 "node " + m.name + " left the cluster");
+    // Remoting fails what waits for that node now, instead of after its own loss detection:
+    // unless it left cleanly, when its connections still answer what they carry (its grains'
+    // marked refusals, sent again by their callers) and then close, failing the rest.
+    if (!m.leaving) {
+      (void)akt::remote::detail::declare_node_lost(sys_, m.address,
+                                                   "node " + m.name + " left the cluster");
+    }
     registry_->node_left(m.name);
     publish(node_left{m});
   }

@@ -68,6 +68,7 @@ std::string encode_member(const member& m) {
   append_list(out, "roles", m.roles);
   append_list(out, "kinds", m.grain_kinds);
   out.append("load=").append(std::to_string(m.load)).append("\n");
+  if (m.leaving) out.append("leaving=1\n");  // absent while it serves: older readers skip it
   return out;
 }
 
@@ -111,6 +112,9 @@ std::string decode_member(std::string_view name, std::string_view value, member&
     } else if (key == "load") {
       if (!parse_u64(v, n)) return "load is not a number";
       out.load = n;
+    } else if (key == "leaving") {
+      if (v != "1") return "leaving is not 1";
+      out.leaving = true;
     }  // else: a field of a later version
   }
   if (!address || !incarnation || !epoch) return "address, incarnation or epoch is missing";

@@ -435,14 +435,34 @@ void membership::run_ticker() {
 void membership::leave(std::chrono::steady_clock::time_point deadline,
                        std::vector<std::string>& problems) {
   lease_id lease = 0;
+  std::vector<store_op> mark;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     leaving_ = true;
     lease = lease_;
     lease_ = 0;
+    if (lease != 0) {
+      member next = self_;
+      next.leaving = true;
+      mark.push_back(store_op::update_if_created_at(member_key(settings_.cluster, settings_.node),
+                                                    encode_member(next), lease, record_revision_));
+    }
   }
   changed_.notify_all();
   if (lease == 0) return;  // fenced: nothing of ours is left to revoke
+  // First the record says the node is leaving: the others then see its departure as a clean one
+  // and let its connections answer what they carry (its grains' marked refusals) instead of
+  // failing those calls at the revoke. Best effort, bounded: the revoke follows either way.
+  {
+    const auto mark_limit = std::clamp(
+        std::chrono::duration_cast<nanoseconds>(deadline - std::chrono::steady_clock::now()),
+        nanoseconds(std::chrono::milliseconds(50)), nanoseconds(std::chrono::seconds(1)));
+    (void)await<std::vector<op_outcome>>(
+        [&](store_callback<std::vector<op_outcome>> done) {
+          store_->commit(std::move(mark), std::move(done));
+        },
+        mark_limit);
+  }
   // Tried again until it is answered or the time is up (bounded by the stop's deadline and by
   // 5 s): a store in the middle of a leader election answers a second later.
   auto limit = std::chrono::duration_cast<nanoseconds>(deadline - std::chrono::steady_clock::now());

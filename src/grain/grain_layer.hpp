@@ -201,9 +201,22 @@ class grain_layer final : public system_extension {
   }
 
   // Visits the identity's activation (activating it if needed, unless may_activate is false:
-  // then an identity without one gives k_not_active): see grain_directory.
+  // then an identity without one gives k_not_active): see grain_directory. Once the shutdown
+  // began, a local send is refused (system_shutting_down); a delivery from another node
+  // (from_peer) still reaches an activation that is there, until it is deactivated, and is
+  // refused only when it would activate one (goakt-grains.md "During shutdown"). In a cluster
+  // that matters: the sender releases the grain's claim on that refusal and activates it
+  // elsewhere, which must not happen while this activation may still run a handler.
   error visit(const grain_kind* kind, std::string_view name, const grain_options* per_call,
-              grain_directory::visitor& v, bool may_activate = true) {
+              grain_directory::visitor& v, bool may_activate = true, bool from_peer = false) {
+    if (from_peer && closing_.load(std::memory_order_acquire)) {
+      if (error e = core_->refusal()) return e;
+      // Refused now, not queued for an activation later: nothing would answer it once the
+      // blocking pool stopped.
+      (void)may_activate;
+      error e = visit_existing(kind, name, v);
+      return e == k_not_active ? error(errc::system_shutting_down) : e;
+    }
     if (error e = refuse_now()) return e;
     // The key is built in a per-thread buffer: no allocation per send once it has grown.
     thread_local std::string key;
@@ -231,6 +244,14 @@ class grain_layer final : public system_extension {
     if (how.attempted && !how.activated && closing_.load(std::memory_order_seq_cst))
       core_->wake_death_waiters();
     return e;
+  }
+
+  // Visits the identity's activation if there is one (k_not_active otherwise).
+  error visit_existing(const grain_kind* kind, std::string_view name, grain_directory::visitor& v) {
+    thread_local std::string key;
+    key.assign(kind->name).append(1, '/').append(name);
+    activation how(*this, kind, nullptr, key, name, false);
+    return directory_->with_activation(key, how, v);
   }
 
   // The cell of the identity's activation (activating it if needed), with a reference.
@@ -439,7 +460,8 @@ class grain_layer final : public system_extension {
 
   static bool sets_nothing(const grain_options& o) noexcept {
     return !o.mailbox_capacity && !o.deactivate_after && !o.activation_timeout &&
-           !o.activation_attempts && !o.dependencies && !o.reentrancy && !o.placement && !o.role;
+           !o.activation_attempts && !o.dependencies && !o.reentrancy && !o.placement &&
+           o.role.empty();
   }
 
   static directory_link& link_of(actor_cell* cell) noexcept {
@@ -456,7 +478,7 @@ class grain_layer final : public system_extension {
     if (o.dependencies) out->dependencies = o.dependencies;
     if (o.reentrancy) out->reentrancy = *o.reentrancy;
     if (o.placement) out->placement = *o.placement;
-    if (o.role) out->role = *o.role;
+    if (!o.role.empty()) out->role = o.role;
     return out;
   }
 

@@ -477,7 +477,7 @@ error try_deliver(system_core* core, const grain_identity& id, grain_delivery& d
   // it only to adopt a claim another node made for this one (the gate checks the token it
   // finds in routed_claim_token); any other token is refused (not_this_claim, above).
   const std::int64_t before = std::exchange(t_routed_token, d.claim_token);
-  error e = layer.visit(*kind, id.name, nullptr, v, may_activate);
+  error e = layer.visit(*kind, id.name, nullptr, v, may_activate, true);
   t_routed_token = before;
   // A closed cell refuses it with its own dead letter, answering the route.
   if (v.refused != nullptr) (void)detail::cell_of(v.refused_by)->deliver(v.refused);

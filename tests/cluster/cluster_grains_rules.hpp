@@ -469,4 +469,36 @@ inline void ANodeThatIsShuttingDownTakesNoNewGrainsAndReleasesWhatItRan(const gr
   EXPECT_EQ(g_ledger.node_of(held.str()), "node-1");
 }
 
+inline void AGrainStillActiveOnAStoppingNodeIsNotActivatedElsewhereBeforeItDeactivated(
+    const grain_backend& b) {
+  // A message that reaches a stopping node's grain while it deactivates waits for the end of
+  // on_deactivate and is refused only then; the caller's node takes the grain over after that,
+  // never while the old activation may still run a handler.
+  g_ledger.reset();
+  akt::testkit::local_cluster c(2, b.apply(options(10min, 60s)));
+  ASSERT_TRUE(c.start());
+  const grain_identity held = tally_id("hold-2");
+  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(0), held, std::int32_t{1}, 5s));
+  ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1), held, std::int32_t{1}, 5s));  // learns it
+  akt::actor_system& stopping = c.node(0);
+  std::thread stopper([&] { (void)stopping.stop(); });
+  ASSERT_TRUE(eventually([] { return g_ledger.holding.load(); }, 10s));
+  std::promise<akt::result<std::int64_t>> answer;
+  auto f = answer.get_future();
+  std::thread caller([&] {
+    answer.set_value(akt::ask_grain<std::int64_t>(c.node(1), held, std::int32_t{1}, 20s));
+  });
+  EXPECT_EQ(f.wait_for(300ms), std::future_status::timeout)
+      << "no answer while the old activation is in on_deactivate";
+  g_ledger.release_hold = true;
+  ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  caller.join();
+  stopper.join();
+  auto r = f.get();
+  ASSERT_TRUE(r) << "sent once more, to a fresh activation: " << r.error().message();
+  EXPECT_EQ(*r, 1);
+  EXPECT_EQ(g_ledger.node_of(held.str()), "node-1");
+  EXPECT_EQ(g_ledger.most_at_once, 1) << "never two activations at once";
+}
+
 }  // namespace akt::grain_rules

@@ -48,6 +48,9 @@ TEST(Cluster_Grains, ANodeThatDoesNotHostTheKindRoutesToItsOwnerAndNeverHostsIt)
 TEST(Cluster_Grains, ANodeThatIsShuttingDownTakesNoNewGrainsAndReleasesWhatItRan) {
   ANodeThatIsShuttingDownTakesNoNewGrainsAndReleasesWhatItRan(k_inproc);
 }
+TEST(Cluster_Grains, AGrainStillActiveOnAStoppingNodeIsNotActivatedElsewhereBeforeItDeactivated) {
+  AGrainStillActiveOnAStoppingNodeIsNotActivatedElsewhereBeforeItDeactivated(k_inproc);
+}
 TEST(Cluster_GrainPlacement, RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKind) {
   RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKind(k_inproc);
 }

@@ -179,9 +179,10 @@ struct grain_options {
   // Default: off.
   std::optional<grain_reentrancy> reentrancy = std::nullopt;
   // In a cluster: where a grain of the kind is activated (above), and the role a node needs to
-  // host it (cluster_config::roles; empty: any node hosting the kind). Default: local, any.
+  // host it (cluster_config::roles). Default: local, and any node hosting the kind (an empty
+  // role sets nothing: a per-call option cannot lift the kind's role).
   std::optional<grain_placement_strategy> placement = std::nullopt;
-  std::optional<std::string> role = std::nullopt;
+  std::string role = {};
 };
 
 // Settled options (every field decided), as an activation sees them.
@@ -193,7 +194,7 @@ struct grain_settings {
   std::shared_ptr<const grain_dependencies> dependencies;
   grain_reentrancy reentrancy;
   grain_placement_strategy placement = grain_placement_strategy::local;
-  std::string role;
+  std::string role = {};
 };
 
 // What on_activate and on_deactivate receive.
