@@ -560,13 +560,17 @@ struct resend_state {
   int sends = 0;
   int routes = 0;
 
+  // timeout: the call's (an ask's); zero: none (a one-way tell), which reads no clock.
   resend_state(system_core* c, const grain_identity& i, std::chrono::nanoseconds timeout)
       : core(c),
         id(i),
         placement(on_worker_thread() ? nullptr : layer_of(c).placement()),
-        deadline(std::chrono::steady_clock::now() + timeout) {}
+        deadline(placement == nullptr || timeout == std::chrono::nanoseconds::zero()
+                     ? std::chrono::steady_clock::time_point::max()
+                     : std::chrono::steady_clock::now() + timeout) {}
 
   std::chrono::nanoseconds left() const {
+    if (deadline == std::chrono::steady_clock::time_point::max()) return std::chrono::hours(1);
     return std::max(std::chrono::nanoseconds(1), deadline - std::chrono::steady_clock::now());
   }
   // Keeps msg before a send to another node, when a second send may follow.
@@ -580,7 +584,9 @@ struct resend_state {
     if (placement == nullptr) return std::nullopt;
     if (sent) ++sends;
     if (++routes >= k_max_routes || sends >= k_max_sends) return std::nullopt;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    if (deadline != std::chrono::steady_clock::time_point::max() &&
+        std::chrono::steady_clock::now() >= deadline)
+      return std::nullopt;
     return placement->resend_place(id, at, failure);
   }
 };
@@ -622,7 +628,7 @@ result<message> ask_routed(system_core* core, const grain_identity& id, message 
 // enqueue (a refused activation, a lost claim, a peer that could not be reached).
 error tell_routed(system_core* core, const grain_identity& id, message msg, actor_cell* sender,
                   grain_place at, grain_route* route) {
-  resend_state rs(core, id, std::chrono::seconds(30));
+  resend_state rs(core, id, std::chrono::nanoseconds::zero());
   for (;;) {
     std::unique_ptr<kept_message> kept;
     error e;
