@@ -423,14 +423,7 @@ std::int64_t routed_claim_token() noexcept { return t_routed_token; }
 namespace {
 // Answers and dead-letters a delivery that did not reach an activation.
 void refuse_delivery(system_core* core, const grain_identity& id, grain_delivery& d, error e) {
-  if (core->crashing()) {
-    // A crash (akt::testkit::crash) looks like kill -9 from outside: a killed process refuses
-    // nothing; its callers see their connection reset. So the answer is the transport error,
-    // unmarked: the caller keeps the claim until membership drops this node, as for a real kill.
-    e = error(errc::connection_lost, id.str() + ": the node crashed");
-  } else {
-    e = error_access::mark_refused(error(e.code(), id.str() + ": " + e.message()));
-  }
+  e = error_access::mark_refused(error(e.code(), id.str() + ": " + e.message()));
   if (reply_route* r = std::exchange(d.route, nullptr)) {
     result<message> v(e);
     (void)r->complete(v);

@@ -9,6 +9,7 @@
 #include "actor/delivery_fields.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
+#include "akt/core/assert.hpp"
 #include "grain/grain_seams.hpp"
 #include "remote/association.hpp"
 #include "remote/node.hpp"
@@ -138,6 +139,12 @@ void inbound_link::grant(std::uint32_t bytes) noexcept {
 }
 
 void inbound_link::on_frame(connection& c, const frame_header& h, byte_span body) {
+  // A crashing system (akt::testkit::crash) reads and answers nothing more, as a killed process:
+  // its peers see the connection reset (connection_lost for what they wrote), never a refusal.
+  if (AKT_UNLIKELY(node_.core()->crashing())) {
+    c.abort(error(errc::connection_lost, "the node crashed"));
+    return;
+  }
   if (!greeted_.load(std::memory_order_relaxed)) {
     if (h.type != frame_type::hello) {
       c.close(error(errc::protocol_error, "the first frame is not a hello"));
