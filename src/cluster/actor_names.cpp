@@ -2,12 +2,12 @@
 
 #include "cluster/actor_names.hpp"
 
-#include <future>
 #include <utility>
 #include <vector>
 
 #include "actor/system_core.hpp"
 #include "cluster/membership.hpp"
+#include "cluster/store_await.hpp"
 
 namespace akt::cluster::detail {
 
@@ -54,15 +54,16 @@ void actor_names::log_warning(const std::string& text) const {
 }
 
 result<op_outcome> actor_names::write(store_op op) {
-  auto p = std::make_shared<std::promise<result<op_outcome>>>();
-  auto f = p->get_future();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_ || !batcher_) return error(errc::system_shutting_down, "the node left the cluster");
-    batcher_->submit(std::move(op), [p](result<op_outcome> r) { p->set_value(std::move(r)); });
-  }
-  if (f.wait_for(k_wait) != std::future_status::ready) return registry_timeout("a name claim");
-  return f.get();
+  return await_store<op_outcome>(
+      [&](store_callback<op_outcome> done) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (closed_ || !batcher_) {
+          done(error(errc::system_shutting_down, "the node left the cluster"));
+          return;
+        }
+        batcher_->submit(std::move(op), std::move(done));
+      },
+      k_wait);
 }
 
 error actor_names::claim(std::string_view name_view, const void* owner) {
@@ -182,17 +183,15 @@ void actor_names::finish_release_locked(const std::string& name) {
 
 result<std::optional<actor_name_record>> actor_names::read(std::string_view name,
                                                            std::chrono::nanoseconds timeout) {
-  auto p = std::make_shared<std::promise<result<range_result>>>();
-  auto f = p->get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return error(errc::system_shutting_down, "the node left the cluster");
   }
-  membership_.coordination_store().get(actor_name_key(cluster_, name),
-                                       [p](result<range_result> r) { p->set_value(std::move(r)); });
-  if (f.wait_for(timeout) != std::future_status::ready)
-    return registry_timeout("reading the name '" + std::string(name) + "'");
-  result<range_result> r = f.get();
+  result<range_result> r = await_store<range_result>(
+      [&](store_callback<range_result> done) {
+        membership_.coordination_store().get(actor_name_key(cluster_, name), std::move(done));
+      },
+      timeout);
   if (!r) return r.error();
   if (r->kvs.empty()) return std::optional<actor_name_record>();
   actor_name_record rec;

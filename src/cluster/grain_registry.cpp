@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <future>
 #include <random>
 #include <utility>
 
@@ -12,6 +11,7 @@
 #include "akt/core/thread.hpp"
 #include "akt/remote/serialization.hpp"
 #include "cluster/membership.hpp"
+#include "cluster/store_await.hpp"
 #include "remote/node_lost.hpp"
 
 namespace akt::cluster::detail {
@@ -42,12 +42,16 @@ std::size_t claim_batch_max() {
   return v;
 }
 
+std::unique_ptr<akt::detail::kept_message> keep_for_resend(const message& m);
+
 // The seams the grain layer owns: each holds the registry.
 class registry_placement final : public akt::detail::grain_placement {
  public:
   explicit registry_placement(std::shared_ptr<grain_registry> r) : r_(std::move(r)) {}
   grain_place place(const grain_identity& id) override { return r_->place(id); }
-  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override { return r_->keep(m); }
+  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override {
+    return keep_for_resend(m);
+  }
   std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
                                           const error& failure) override {
     return r_->resend_place(id, at, failure);
@@ -92,6 +96,16 @@ class kept_bytes final : public akt::detail::kept_message {
   std::vector<unsigned char> bytes_;
 };
 
+// What a second send needs: a copy of a copyable value, else the encoded bytes.
+std::unique_ptr<akt::detail::kept_message> keep_for_resend(const message& m) {
+  if (std::optional<message> copy = m.try_clone())
+    return std::make_unique<kept_copy>(std::move(*copy));
+  result<std::vector<unsigned char>> bytes = akt::remote::encode_message(m);
+  const akt::remote::serializer* s = akt::remote::find_serializer(m);
+  if (!bytes || s == nullptr) return nullptr;  // the send itself will refuse it
+  return std::make_unique<kept_bytes>(s->id, std::move(*bytes));
+}
+
 }  // namespace
 
 // The watch of the grains prefix: forwards to the registry on the store's thread.
@@ -119,14 +133,14 @@ grain_registry::~grain_registry() { close(std::chrono::steady_clock::now()); }
 result<void> grain_registry::start() {
   // The prefix's revision now; the watch goes on from the next one. Nothing is read in full: the
   // cache fills with the identities this node routes to.
-  std::promise<result<range_result>> p;
-  auto f = p.get_future();
-  membership_.coordination_store().get(grains_prefix(cluster_),
-                                       [&p](result<range_result> r) { p.set_value(std::move(r)); });
-  if (f.wait_for(k_wait * 2) != std::future_status::ready)
-    return error(errc::cluster_unavailable, "the grain registry: the store did not answer");
-  result<range_result> r = f.get();
-  if (!r) return r.error();
+  result<range_result> r = await_store<range_result>(
+      [&](store_callback<range_result> done) {
+        membership_.coordination_store().get(grains_prefix(cluster_), std::move(done));
+      },
+      k_wait * 2);
+  if (!r) {
+    return error(errc::cluster_unavailable, "the grain registry: " + r.error().message());
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     last_revision_ = r->header_revision;
@@ -229,12 +243,12 @@ grain_place grain_registry::place(const grain_identity& id) {
 // ---------------------------------------------------------------------------------------------
 // claims
 
-grain_claim_record grain_registry::record_for(const grain_identity& id, const member& owner) const {
+grain_claim_record grain_registry::record_for(const member& owner, const grain_settings* s) {
   grain_claim_record r;
   r.owner = owner.name;
   r.address = owner.address;
   r.epoch = owner.epoch;
-  if (auto s = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind)) {
+  if (s != nullptr) {
     r.role = s->role;
     r.mailbox_capacity = s->mailbox_capacity;
     r.deactivate_after_ns = s->deactivate_after.count();
@@ -270,15 +284,16 @@ void grain_registry::cache_locked(const std::string& key, owner_entry e) {
 }
 
 result<op_outcome> grain_registry::write(store_op op) {
-  auto p = std::make_shared<std::promise<result<op_outcome>>>();
-  auto f = p->get_future();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_ || !batcher_) return error(errc::system_shutting_down, "the registry is closed");
-    batcher_->submit(std::move(op), [p](result<op_outcome> r) { p->set_value(std::move(r)); });
-  }
-  if (f.wait_for(k_wait) != std::future_status::ready) return registry_timeout("a claim");
-  return f.get();
+  return await_store<op_outcome>(
+      [&](store_callback<op_outcome> done) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (closed_ || !batcher_) {
+          done(error(errc::system_shutting_down, "the registry is closed"));
+          return;
+        }
+        batcher_->submit(std::move(op), std::move(done));
+      },
+      k_wait);
 }
 
 error grain_registry::pass_barrier() {
@@ -331,11 +346,13 @@ std::optional<member> grain_registry::choose_node(const grain_identity& id,
   return candidates[next_node_.fetch_add(1, std::memory_order_relaxed) % candidates.size()];
 }
 
-result<op_outcome> grain_registry::claim_for(const grain_identity& id, const member& owner) {
+result<op_outcome> grain_registry::claim_for(const grain_identity& id, const member& owner,
+                                             const grain_settings* settings) {
+  const std::string key = claim_key(cluster_, id);
+  const std::string value = encode_claim(record_for(owner, settings));
   error last = registry_timeout("the claim of " + id.str());
   for (int round = 0; round < k_rounds; ++round) {
-    result<op_outcome> r = write(store_op::put_if_absent(
-        claim_key(cluster_, id), encode_claim(record_for(id, owner)), owner.epoch));
+    result<op_outcome> r = write(store_op::put_if_absent(key, value, owner.epoch));
     if (r) return r;
     last = r.error();
     // Timed out ("possibly written": the next round finds it), or the lease ended under it.
@@ -389,7 +406,7 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
                                       ")");
   }
   if (owner->name == node_) owner->epoch = lease;  // the current one, whatever the record says
-  result<op_outcome> r = claim_for(id, *owner);
+  result<op_outcome> r = claim_for(id, *owner, settings.get());
   if (!r) return r.error();
   std::lock_guard<std::mutex> lock(mutex_);
   if (r->succeeded && owner->name == node_) {
@@ -468,17 +485,15 @@ bool grain_registry::release_claim(const grain_identity& id, std::int64_t token)
 
 result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
     const grain_identity& id) {
-  auto p = std::make_shared<std::promise<result<range_result>>>();
-  auto f = p->get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return error(errc::system_shutting_down, "the registry is closed");
   }
-  membership_.coordination_store().get(claim_key(cluster_, id),
-                                       [p](result<range_result> r) { p->set_value(std::move(r)); });
-  if (f.wait_for(k_wait) != std::future_status::ready)
-    return registry_timeout("reading the owner of " + id.str());
-  result<range_result> r = f.get();
+  result<range_result> r = await_store<range_result>(
+      [&](store_callback<range_result> done) {
+        membership_.coordination_store().get(claim_key(cluster_, id), std::move(done));
+      },
+      k_wait);
   if (!r) return r.error();
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string key = id.str();
@@ -495,15 +510,6 @@ result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
 
 // ---------------------------------------------------------------------------------------------
 // resending
-
-std::unique_ptr<akt::detail::kept_message> grain_registry::keep(const message& m) {
-  if (std::optional<message> copy = m.try_clone())
-    return std::make_unique<kept_copy>(std::move(*copy));
-  result<std::vector<unsigned char>> bytes = akt::remote::encode_message(m);
-  const akt::remote::serializer* s = akt::remote::find_serializer(m);
-  if (!bytes || s == nullptr) return nullptr;  // the send itself will refuse it
-  return std::make_unique<kept_bytes>(s->id, std::move(*bytes));
-}
 
 std::optional<grain_place> grain_registry::resend_place(const grain_identity& id,
                                                         const grain_place& at,
@@ -553,7 +559,7 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     // This node cannot host it: claim it for a member that lists the kind, and send there.
     std::optional<member> host = choose_node(id, nullptr);
     if (!host) return std::nullopt;  // nobody can: the refusal is the answer
-    result<op_outcome> r = claim_for(id, *host);
+    result<op_outcome> r = claim_for(id, *host, nullptr);
     if (!r) return std::nullopt;
     owner_entry e;
     if (r->succeeded) {

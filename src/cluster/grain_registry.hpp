@@ -88,7 +88,6 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   akt::detail::grain_place place(const grain_identity& id);
   result<std::int64_t> admit(const grain_identity& id);
   void released(const grain_identity& id) noexcept;
-  std::unique_ptr<akt::detail::kept_message> keep(const message& m);
   std::optional<akt::detail::grain_place> resend_place(const grain_identity& id,
                                                        const akt::detail::grain_place& at,
                                                        const error& failure);
@@ -159,7 +158,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
   bool release_claim(const grain_identity& id, std::int64_t token);
   void release_async(const grain_identity& id, std::int64_t token, int round);
-  grain_claim_record record_for(const grain_identity& id, const member& owner) const;
+  // The record of a claim for owner, with the kind's settings (null: a kind this node does not
+  // host: none recorded).
+  static grain_claim_record record_for(const member& owner, const grain_settings* settings);
   // The activation barrier: ok once min_peers members were known; waits off the workers.
   error pass_barrier();
   // The node a grain of id's kind without an owner goes to, by the kind's placement strategy
@@ -167,7 +168,8 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // nothing when no member can host it.
   std::optional<member> choose_node(const grain_identity& id, const grain_settings* settings);
   // Claims id for `owner` (this node, or another member: on its lease), with its rounds.
-  result<op_outcome> claim_for(const grain_identity& id, const member& owner);
+  result<op_outcome> claim_for(const grain_identity& id, const member& owner,
+                               const grain_settings* settings);
   // Adopts the claim another node made for this one at token (a message routed by it).
   result<std::int64_t> adopt(const grain_identity& id, std::int64_t token);
   bool decode_owner(const key_value& kv, owner_entry& out) const;

@@ -5,11 +5,11 @@
 #include <time.h>
 
 #include <algorithm>
-#include <future>
 #include <utility>
 
 #include "akt/core/clock.hpp"
 #include "cluster/member_record.hpp"
+#include "cluster/store_await.hpp"
 
 namespace akt::cluster::detail {
 
@@ -23,19 +23,6 @@ constexpr std::int64_t k_retry_ns = 200'000'000;
 // How often join polls a record held by an earlier process of the same name, waiting for its
 // lease to expire.
 constexpr std::chrono::milliseconds k_name_poll{100};
-
-// Runs one store call and waits for its completion, at most `limit` (the store completes every
-// call within its own call timeout; this bound only protects against a store that breaks that).
-template <class T, class F>
-result<T> await(F&& start, std::chrono::nanoseconds limit) {
-  auto p = std::make_shared<std::promise<result<T>>>();
-  std::future<result<T>> f = p->get_future();
-  start([p](result<T> r) { p->set_value(std::move(r)); });
-  if (f.wait_for(limit) != std::future_status::ready) {
-    return error(errc::cluster_registry_timeout, "the store did not answer");
-  }
-  return f.get();
-}
 
 std::int64_t to_ns(std::chrono::nanoseconds d) { return d.count(); }
 
@@ -105,7 +92,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   // The lease is valid from the send time of its grant, and then of each keep-alive the store
   // acknowledged while the name is waited for.
   std::int64_t granted_at = akt::detail::now_ns();
-  result<lease_grant> g = await<lease_grant>(
+  result<lease_grant> g = await_store<lease_grant>(
       [&](store_callback<lease_grant> done) { store_->grant_lease(settings_.ttl, done); }, left());
   if (!g) {
     return error(errc::cluster_unavailable,
@@ -122,11 +109,12 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   const std::string record = encode_member(me);
   revision put_revision = 0;
   for (;;) {
-    result<op_outcome> put = await<op_outcome>(
+    result<op_outcome> put = await_store<op_outcome>(
         [&](store_callback<op_outcome> done) { store_->put_if_absent(key, record, g->id, done); },
         left());
     if (!put) {
-      (void)await<void>([&](store_callback<void> d) { store_->revoke_lease(g->id, d); }, left());
+      (void)await_store<void>([&](store_callback<void> d) { store_->revoke_lease(g->id, d); },
+                              left());
       return error(errc::cluster_unavailable,
                    "writing the member record: " + put.error().message());
     }
@@ -143,11 +131,13 @@ result<void> membership::enter(std::int64_t give_up_ns) {
       ours = holder != 0 && holder == retired_lease_;
     }
     if ((settings_.old_process_gone || ours) && holder != 0 && holder != g->id) {
-      (void)await<void>([&](store_callback<void> d) { store_->revoke_lease(holder, d); }, left());
+      (void)await_store<void>([&](store_callback<void> d) { store_->revoke_lease(holder, d); },
+                              left());
       continue;
     }
     if (akt::detail::now_ns() >= give_up_ns) {
-      (void)await<void>([&](store_callback<void> d) { store_->revoke_lease(g->id, d); }, left());
+      (void)await_store<void>([&](store_callback<void> d) { store_->revoke_lease(g->id, d); },
+                              left());
       member other;
       (void)decode_member(settings_.node, put->current.value, other);
       return error(errc::invalid_cluster_config,
@@ -159,7 +149,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
     std::this_thread::sleep_for(k_name_poll);
     // Our own lease must outlive the wait: renew it (nobody else does before the ticker runs).
     const std::int64_t sent = akt::detail::now_ns();
-    result<keep_alive_ack> renewed = await<keep_alive_ack>(
+    result<keep_alive_ack> renewed = await_store<keep_alive_ack>(
         [&](store_callback<keep_alive_ack> done) { store_->keep_alive(g->id, done); }, left());
     if (renewed) granted_at = sent;
   }
@@ -177,7 +167,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
 }
 
 result<void> membership::read_and_watch() {
-  result<range_result> all = await<range_result>(
+  result<range_result> all = await_store<range_result>(
       [&](store_callback<range_result> done) {
         store_->get_prefix(members_prefix(settings_.cluster), done);
       },
@@ -457,7 +447,7 @@ void membership::leave(std::chrono::steady_clock::time_point deadline,
     const auto mark_limit = std::clamp(
         std::chrono::duration_cast<nanoseconds>(deadline - std::chrono::steady_clock::now()),
         nanoseconds(std::chrono::milliseconds(50)), nanoseconds(std::chrono::seconds(1)));
-    (void)await<std::vector<op_outcome>>(
+    (void)await_store<std::vector<op_outcome>>(
         [&](store_callback<std::vector<op_outcome>> done) {
           store_->commit(std::move(mark), std::move(done));
         },
@@ -473,7 +463,8 @@ void membership::leave(std::chrono::steady_clock::time_point deadline,
   while (std::chrono::steady_clock::now() < give_up) {
     const auto left =
         std::chrono::duration_cast<nanoseconds>(give_up - std::chrono::steady_clock::now());
-    r = await<void>([&](store_callback<void> done) { store_->revoke_lease(lease, done); }, left);
+    r = await_store<void>([&](store_callback<void> done) { store_->revoke_lease(lease, done); },
+                          left);
     if (r || r.error() != errc::cluster_registry_timeout) break;
   }
   valid_until_ns_.store(0, std::memory_order_release);  // no grain handler after leaving

@@ -88,10 +88,13 @@ class grain_placement {
   // releases the claim it routed by when the rule allows (a marked refusal: not_owner or
   // system_shutting_down; unreachable with the owner's node gone from membership), reads the
   // owner again, and answers the new place; nullopt: return the error. It may wait on the
-  // store: never called on a dispatcher worker. The defaults keep nothing and resend nothing.
-  virtual std::unique_ptr<kept_message> keep(const message& m);
-  virtual std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
-                                                  const error& failure);
+  // store: never called on a dispatcher worker. The defaults keep nothing and resend nothing
+  // (a placement that never resends must not pay for a copy per send).
+  virtual std::unique_ptr<kept_message> keep(const message&) { return nullptr; }
+  virtual std::optional<grain_place> resend_place(const grain_identity&, const grain_place&,
+                                                  const error&) {
+    return std::nullopt;
+  }
 };
 
 class grain_activation_gate {

@@ -346,32 +346,6 @@ result<message> ask_owner(const pid& to, message msg, std::chrono::nanoseconds t
   return ask_through(to, std::move(msg), nullptr, timeout, 0, true);
 }
 
-namespace {
-// The default keeper: a copy of a copyable value.
-class kept_copy final : public kept_message {
- public:
-  explicit kept_copy(message m) : m_(std::move(m)) {}
-  result<message> take() override {
-    if (m_.empty()) return error(errc::invalid_argument, "the kept message was taken already");
-    return std::move(m_);
-  }
-
- private:
-  message m_;
-};
-}  // namespace
-
-std::unique_ptr<kept_message> grain_placement::keep(const message& m) {
-  std::optional<message> copy = m.try_clone();
-  if (!copy) return nullptr;
-  return std::make_unique<kept_copy>(std::move(*copy));
-}
-
-std::optional<grain_place> grain_placement::resend_place(const grain_identity&, const grain_place&,
-                                                         const error&) {
-  return std::nullopt;
-}
-
 grain_place route_grain(system_core* core, const grain_identity& id) {
   grain_placement* p = layer_of(core).placement();
   if (p == nullptr) return {};
