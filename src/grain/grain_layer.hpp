@@ -209,15 +209,12 @@ class grain_layer final : public system_extension {
   // elsewhere, which must not happen while this activation may still run a handler.
   error visit(const grain_kind* kind, std::string_view name, const grain_options* per_call,
               grain_directory::visitor& v, bool may_activate = true, bool from_peer = false) {
-    if (from_peer && closing_.load(std::memory_order_acquire)) {
-      if (error e = core_->refusal()) return e;
-      // Refused now, not queued for an activation later: nothing would answer it once the
-      // blocking pool stopped.
-      (void)may_activate;
-      error e = visit_existing(kind, name, v);
-      return e == k_not_active ? error(errc::system_shutting_down) : e;
-    }
-    if (error e = refuse_now()) return e;
+    // A peer's delivery once the shutdown began: to the activation that is there, or refused
+    // now (not queued for an activation later: nothing would answer it once the blocking pool
+    // stopped).
+    const bool peer_while_closing = from_peer && closing_.load(std::memory_order_acquire);
+    if (error e = peer_while_closing ? core_->refusal() : refuse_now()) return e;
+    if (peer_while_closing) may_activate = false;
     // The key is built in a per-thread buffer: no allocation per send once it has grown.
     thread_local std::string key;
     key.assign(kind->name).append(1, '/').append(name);
@@ -239,19 +236,12 @@ class grain_layer final : public system_extension {
       }
     } guarded(*this, how, v);
     error e = directory_->with_activation(key, how, guarded);
+    if (peer_while_closing && e == k_not_active) return errc::system_shutting_down;
     // A failed activation leaves the directory without a death: wake a shutdown that waits
     // for the directory to empty (the entry is gone by now).
     if (how.attempted && !how.activated && closing_.load(std::memory_order_seq_cst))
       core_->wake_death_waiters();
     return e;
-  }
-
-  // Visits the identity's activation if there is one (k_not_active otherwise).
-  error visit_existing(const grain_kind* kind, std::string_view name, grain_directory::visitor& v) {
-    thread_local std::string key;
-    key.assign(kind->name).append(1, '/').append(name);
-    activation how(*this, kind, nullptr, key, name, false);
-    return directory_->with_activation(key, how, v);
   }
 
   // The cell of the identity's activation (activating it if needed), with a reference.
