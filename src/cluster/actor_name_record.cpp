@@ -2,7 +2,6 @@
 
 #include "cluster/actor_name_record.hpp"
 
-#include <charconv>
 #include <cstdint>
 
 #include "akt/core/assert.hpp"
@@ -14,19 +13,6 @@ namespace akt::cluster::detail {
 namespace {
 
 constexpr std::string_view k_header = "akt-actor 1";
-constexpr std::uint64_t k_int64_max = static_cast<std::uint64_t>(INT64_MAX);
-
-// A decimal in [min, max]; no sign, no spaces.
-bool parse_in(std::string_view s, std::uint64_t min, std::uint64_t max, std::uint64_t& out) {
-  if (s.empty() || s.size() > 20) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && out >= min && out <= max;
-}
-
-bool valid_address(std::string_view v) {
-  return v.rfind("akt://", 0) == 0 && v.find('@') != std::string_view::npos &&
-         v.find('\n') == std::string_view::npos;
-}
 
 }  // namespace
 
@@ -63,20 +49,15 @@ std::string encode_actor_name(const actor_name_record& r) {
 
 std::string decode_actor_name(std::string_view value, actor_name_record& out) {
   out = actor_name_record{};
-  const auto first = value.find('\n');
-  if (value.substr(0, first) != k_header) return "not an akt actor name record (version 1)";
-  if (first == std::string_view::npos) return "no fields";
-  value.remove_prefix(first + 1);
+  std::string_view fields;
+  if (std::string_view why =
+          record_fields(value, k_header, "not an akt actor name record (version 1)", fields);
+      !why.empty())
+    return std::string(why);
   bool claim = false, owner = false, address = false, epoch = false;
-  while (!value.empty()) {
-    const auto eol = value.find('\n');
-    if (eol == std::string_view::npos) return "a field without its end of line";
-    const std::string_view line = value.substr(0, eol);
-    value.remove_prefix(eol + 1);
-    const auto eq = line.find('=');
-    if (eq == std::string_view::npos || eq == 0) return "a line that is not key=value";
-    const std::string_view key = line.substr(0, eq);
-    const std::string_view v = line.substr(eq + 1);
+  while (!fields.empty()) {
+    std::string_view key, v;
+    if (std::string_view why = next_field(fields, key, v); !why.empty()) return std::string(why);
     std::uint64_t n = 0;
     if (key == "claim") {
       if (!parse_in(v, 1, UINT64_MAX, n)) return "claim is not a number of at least 1";

@@ -2,7 +2,6 @@
 
 #include "cluster/grain_claim_record.hpp"
 
-#include <charconv>
 #include <cstdint>
 #include <limits>
 
@@ -17,19 +16,6 @@ constexpr std::string_view k_header = "akt-grain 1";
 // The highest akt::reentrancy_mode a version 1 record may carry: a mode this node does not know
 // cannot be honoured, so its record is refused rather than read as another mode.
 constexpr auto k_last_mode = static_cast<std::uint8_t>(akt::reentrancy_mode::stash_non_reentrant);
-
-bool parse_u64(std::string_view s, std::uint64_t& out) {
-  if (s.empty() || s.size() > 20) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-// A decimal in [min, max]; no sign, no spaces.
-bool parse_in(std::string_view s, std::uint64_t min, std::uint64_t max, std::uint64_t& out) {
-  return parse_u64(s, out) && out >= min && out <= max;
-}
-
-constexpr std::uint64_t k_int64_max = static_cast<std::uint64_t>(INT64_MAX);
 
 void append_escaped(std::string& out, std::string_view item) {
   for (char c : item) {
@@ -92,10 +78,6 @@ bool parse_dependencies(std::string_view s, std::vector<std::string>& out) {
   return true;
 }
 
-bool valid_address(std::string_view v) {
-  return v.rfind("akt://", 0) == 0 && v.find('@') != std::string_view::npos;
-}
-
 }  // namespace
 
 std::string grains_prefix(std::string_view cluster) {
@@ -131,7 +113,7 @@ bool identity_of_claim_key(std::string_view cluster, std::string_view key, grain
 
 std::string encode_claim(const grain_claim_record& r) {
   AKT_ASSERT(valid_name(r.owner));
-  AKT_ASSERT(valid_address(r.address) && r.address.find('\n') == std::string::npos);
+  AKT_ASSERT(valid_address(r.address));
   AKT_ASSERT(r.epoch > 0);
   AKT_ASSERT(r.role.empty() || valid_name(r.role));
   AKT_ASSERT(r.deactivate_after_ns >= 0 && r.activation_timeout_ns >= 0);
@@ -161,20 +143,15 @@ std::string encode_claim(const grain_claim_record& r) {
 
 std::string decode_claim(std::string_view value, grain_claim_record& out) {
   out = grain_claim_record{};
-  const auto first = value.find('\n');
-  if (value.substr(0, first) != k_header) return "not an akt grain claim record (version 1)";
-  if (first == std::string_view::npos) return "no fields";
-  value.remove_prefix(first + 1);
+  std::string_view fields;
+  if (std::string_view why =
+          record_fields(value, k_header, "not an akt grain claim record (version 1)", fields);
+      !why.empty())
+    return std::string(why);
   bool owner = false, address = false, epoch = false;
-  while (!value.empty()) {
-    const auto eol = value.find('\n');
-    if (eol == std::string_view::npos) return "a field without its end of line";
-    const std::string_view line = value.substr(0, eol);
-    value.remove_prefix(eol + 1);
-    const auto eq = line.find('=');
-    if (eq == std::string_view::npos || eq == 0) return "a line that is not key=value";
-    const std::string_view key = line.substr(0, eq);
-    const std::string_view v = line.substr(eq + 1);
+  while (!fields.empty()) {
+    std::string_view key, v;
+    if (std::string_view why = next_field(fields, key, v); !why.empty()) return std::string(why);
     std::uint64_t n = 0;
     if (key == "owner") {
       if (!valid_name(v)) return "owner is not a node name";

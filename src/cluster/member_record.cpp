@@ -17,12 +17,6 @@ void append_list(std::string& out, std::string_view key, const std::vector<std::
   out.append("\n");
 }
 
-bool parse_u64(std::string_view s, std::uint64_t& out) {
-  if (s.empty() || s.size() > 20) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 bool parse_list(std::string_view s, std::vector<std::string>& out) {
   out.clear();
   while (!s.empty()) {
@@ -51,6 +45,44 @@ bool valid_name(std::string_view s) noexcept {
   return true;
 }
 
+std::string_view record_fields(std::string_view value, std::string_view header,
+                               std::string_view not_this, std::string_view& fields) noexcept {
+  const auto first = value.find('\n');
+  if (value.substr(0, first) != header) return not_this;
+  if (first == std::string_view::npos) return "no fields";
+  fields = value.substr(first + 1);
+  return {};
+}
+
+std::string_view next_field(std::string_view& fields, std::string_view& key,
+                            std::string_view& v) noexcept {
+  const auto eol = fields.find('\n');
+  if (eol == std::string_view::npos) return "a field without its end of line";
+  const std::string_view line = fields.substr(0, eol);
+  fields.remove_prefix(eol + 1);
+  const auto eq = line.find('=');
+  if (eq == std::string_view::npos || eq == 0) return "a line that is not key=value";
+  key = line.substr(0, eq);
+  v = line.substr(eq + 1);
+  return {};
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& out) noexcept {
+  if (s.empty() || s.size() > 20) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+bool parse_in(std::string_view s, std::uint64_t min, std::uint64_t max,
+              std::uint64_t& out) noexcept {
+  return parse_u64(s, out) && out >= min && out <= max;
+}
+
+bool valid_address(std::string_view v) noexcept {
+  return v.rfind("akt://", 0) == 0 && v.find('@') != std::string_view::npos &&
+         v.find('\n') == std::string_view::npos;
+}
+
 std::string members_prefix(std::string_view cluster) {
   return "/akt/" + std::string(cluster) + "/v1/members/";
 }
@@ -76,24 +108,18 @@ std::string decode_member(std::string_view name, std::string_view value, member&
   out = member{};
   if (!valid_name(name)) return "not a node name";
   out.name = std::string(name);
-  const auto first = value.find('\n');
-  if (value.substr(0, first) != k_header) return "not an akt member record (version 1)";
-  if (first == std::string_view::npos) return "no fields";
-  value.remove_prefix(first + 1);
+  std::string_view fields;
+  if (std::string_view why =
+          record_fields(value, k_header, "not an akt member record (version 1)", fields);
+      !why.empty())
+    return std::string(why);
   bool address = false, incarnation = false, epoch = false;
-  while (!value.empty()) {
-    const auto eol = value.find('\n');
-    if (eol == std::string_view::npos) return "a field without its end of line";
-    const std::string_view line = value.substr(0, eol);
-    value.remove_prefix(eol + 1);
-    const auto eq = line.find('=');
-    if (eq == std::string_view::npos || eq == 0) return "a line that is not key=value";
-    const std::string_view key = line.substr(0, eq);
-    const std::string_view v = line.substr(eq + 1);
+  while (!fields.empty()) {
+    std::string_view key, v;
+    if (std::string_view why = next_field(fields, key, v); !why.empty()) return std::string(why);
     std::uint64_t n = 0;
     if (key == "address") {
-      if (v.rfind("akt://", 0) != 0 || v.find('@') == std::string_view::npos)
-        return "address is not akt://system@host:port";
+      if (!valid_address(v)) return "address is not akt://system@host:port";
       out.address = std::string(v);
       address = true;
     } else if (key == "incarnation") {
@@ -101,8 +127,7 @@ std::string decode_member(std::string_view name, std::string_view value, member&
       out.incarnation = n;
       incarnation = true;
     } else if (key == "epoch") {
-      if (!parse_u64(v, n) || n == 0 || n > static_cast<std::uint64_t>(INT64_MAX))
-        return "epoch is not a lease id";
+      if (!parse_in(v, 1, k_int64_max, n)) return "epoch is not a lease id";
       out.epoch = static_cast<lease_id>(n);
       epoch = true;
     } else if (key == "roles") {
