@@ -367,13 +367,7 @@ TEST_F(EtcdStore, CompletionsRunOnTheStoreThreadNeverInsideTheCall) {
     }
     inside_call = false;
   }
-  ASSERT_TRUE([&] {
-    const auto deadline = std::chrono::steady_clock::now() + 15s;
-    while (done.load() < 20 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(1ms);
-    }
-    return done.load() == 20;
-  }());
+  ASSERT_TRUE(akt::test::eventually([&] { return done.load() == 20; }, 15s));
   std::lock_guard l(held);
   EXPECT_NE(completion_thread, std::this_thread::get_id());
 }

@@ -95,14 +95,16 @@ class child_node {
   // Returns once it has stopped (kill() only sends the signal): false if it did not.
   bool pause() {
     if (::kill(pid_, SIGSTOP) != 0) return false;
-    const auto deadline = clock_type::now() + k_bound;
-    for (;;) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
-      if (r == pid_) return WIFSTOPPED(status);
-      if ((r < 0 && errno != EINTR) || clock_type::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    bool stopped = false;
+    const bool settled = akt::test::eventually(
+        [&] {
+          int status = 0;
+          const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
+          if (r == pid_) stopped = WIFSTOPPED(status);
+          return r == pid_ || (r < 0 && errno != EINTR);  // reported, or an error: done
+        },
+        k_bound);
+    return settled && stopped;
   }
   // SIGKILL now: the process vanishes without closing anything itself.
   void kill_hard() {

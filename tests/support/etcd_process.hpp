@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/test_support.hpp"
+
 extern char** environ;
 
 #ifndef AKT_ETCD_PATH
@@ -255,16 +257,21 @@ class etcd_cluster {
       }
       const auto deadline = std::chrono::steady_clock::now() + wait;
       for (auto& m : members_) {
-        while (!etcd_detail::healthy(m.client_port)) {
-          int status = 0;
-          if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
-            m.pid = -1;
-            throw std::runtime_error("etcd " + m.name + " exited at start: " + log_tail(m));
-          }
-          if (std::chrono::steady_clock::now() >= deadline) {
-            throw std::runtime_error("etcd " + m.name + " not healthy in time: " + log_tail(m));
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        bool exited = false;
+        const bool healthy = akt::test::eventually(
+            [&] {
+              int status = 0;
+              exited = ::waitpid(m.pid, &status, WNOHANG) == m.pid;
+              return exited || etcd_detail::healthy(m.client_port);
+            },
+            std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now()));
+        if (exited) {
+          m.pid = -1;
+          throw std::runtime_error("etcd " + m.name + " exited at start: " + log_tail(m));
+        }
+        if (!healthy) {
+          throw std::runtime_error("etcd " + m.name + " not healthy in time: " + log_tail(m));
         }
       }
     } catch (...) {
@@ -286,16 +293,19 @@ class etcd_cluster {
   // The index of the running member that is the raft leader, waiting up to `wait` for one;
   // -1 if none is.
   int leader(std::chrono::milliseconds wait = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    for (;;) {
-      for (std::size_t i = 0; i < members_.size(); ++i) {
-        if (members_[i].running() && etcd_detail::is_leader(members_[i].client_port)) {
-          return static_cast<int>(i);
-        }
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    int found = -1;
+    (void)akt::test::eventually(
+        [&] {
+          for (std::size_t i = 0; i < members_.size(); ++i) {
+            if (members_[i].running() && etcd_detail::is_leader(members_[i].client_port)) {
+              found = static_cast<int>(i);
+              return true;
+            }
+          }
+          return false;
+        },
+        wait);
+    return found;
   }
   // SIGKILLs every member and removes the data dirs. Safe to repeat.
   void stop() {
