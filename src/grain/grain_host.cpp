@@ -181,7 +181,10 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
 
 bool grain_host_base::fence_holds() const noexcept {
   if (fence_epoch_ == 0) return true;  // not made under a fence
-  const grain_fence* fence = layer_of(link_.cell->system()).fence();
+  // Through the kind, not link_.cell->system(): that pointer shares the line senders write on
+  // every message, and reading it before every handler cost a grain_ref's one-way tell in a
+  // cluster a fifth of its rate (docs/benchmarks.md, "Grains in a cluster").
+  const grain_fence* fence = kind_->layer->fence();
   return fence == nullptr || fence->valid_epoch() == fence_epoch_;
 }
 

@@ -66,9 +66,15 @@
 namespace akt {
 namespace detail {
 
+class grain_layer;
+
 struct grain_kind {
   std::string name;
   grain_cell_factory factory;
+  // The layer that registered it: a host reaches the fence through its kind (read-only after
+  // registration) instead of through its cell's system pointer, which sits on the line senders
+  // write on every message (grain_host_base::fence_holds).
+  grain_layer* layer = nullptr;
 };
 
 // Control messages of the host (user-queue messages, so they keep their place behind what was
@@ -156,6 +162,7 @@ class grain_layer final : public system_extension {
       auto k = std::make_unique<grain_kind>();
       k->name = std::string(name);
       k->factory = factory;
+      k->layer = this;
       it = kinds_.emplace(k->name, std::move(k)).first;
       defaults_[it->second.get()] = settle(nullptr, grain_options{});
       publish_kind_index();
@@ -495,7 +502,9 @@ class grain_layer final : public system_extension {
   std::atomic<grain_activation_gate*> gate_{nullptr};
   std::atomic<const grain_fence*> fence_{nullptr};  // as placement_, but not owned
   std::atomic<bool> abandoned_{false};  // writer: stop after its deadline; readers: hosts
-  std::atomic<std::uint64_t> activations_{0};
+  // Written once per activation: on a line of its own, so that it never invalidates the
+  // read-mostly seams above, which a fenced grain's turn reads on every message (fence_).
+  alignas(64) std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;
   std::vector<std::string> deactivation_problems_;
 };
