@@ -48,33 +48,6 @@ membership::membership(membership_settings s, std::unique_ptr<store> st, members
 
 membership::~membership() { stop(); }
 
-namespace {
-// The fence reads the clock before every grain handler, so the read must be cheap: the coarse
-// monotonic clock is the steady clock's timeline (CLOCK_MONOTONIC on Linux) read from the vDSO
-// without a clock source access, at the kernel tick's resolution (1 to 10 ms). It lags the steady
-// clock by at most that resolution, which the comparison adds back: the fence may come up to one
-// tick early, never late. (A steady_clock read cost 34-55 ns per grain message on this VM's clock
-// source: 11 % of a busy grain's CPU.)
-std::int64_t coarse_lag_ns() noexcept {
-  timespec res{};
-  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return 10'000'000;
-  return static_cast<std::int64_t>(res.tv_sec) * 1'000'000'000 + res.tv_nsec;
-}
-const std::int64_t k_coarse_lag_ns = coarse_lag_ns();
-
-std::int64_t coarse_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-}  // namespace
-
-std::uint32_t membership::valid_epoch() const noexcept {
-  const std::int64_t until = valid_until_ns_.load(std::memory_order_acquire);
-  if (coarse_now_ns() + k_coarse_lag_ns > until) return 0;
-  return epoch_.load(std::memory_order_acquire);
-}
-
 result<void> membership::join() {
   const std::int64_t give_up = akt::detail::now_ns() + to_ns(settings_.start_wait);
   if (result<void> r = enter(give_up); !r) return r;

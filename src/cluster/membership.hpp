@@ -96,7 +96,6 @@ class membership final : public akt::detail::grain_fence {
   store& coordination_store() noexcept { return *store_; }
   bool wait_ready(std::chrono::nanoseconds timeout) const;
   bool fenced() const noexcept { return valid_epoch() == 0; }
-  std::uint32_t valid_epoch() const noexcept override;
 
  private:
   class member_watch;
@@ -144,12 +143,10 @@ class membership final : public akt::detail::grain_fence {
   std::unique_ptr<member_watch> watch_handler_;
   std::unique_ptr<watch_handle> watch_;  // guarded by mutex_ when replaced
 
-  // Writers: keep-alive completions (store thread) and the ticker, under mutex_ (release);
-  // readers: valid_epoch() on any thread (acquire). Steady-clock ns; 0: fenced.
-  std::atomic<std::int64_t> valid_until_ns_{0};
-  // Writer: the ticker under mutex_, before valid_until_ns_ of the same join (release); readers:
-  // valid_epoch() (acquire). A counter of this process's joins, from 1.
-  std::atomic<std::uint32_t> epoch_{0};
+  // The fence's valid_until_ns_ and epoch_ (grain_fence, grain_seams.hpp) are this class's:
+  // valid_until_ns_ is written by keep-alive completions (store thread) and the ticker, under
+  // mutex_ (release), in steady-clock ns, 0: fenced; epoch_ (a counter of this process's joins,
+  // from 1) by the ticker under mutex_, before valid_until_ns_ of the same join (release).
   std::thread ticker_;
 };
 
