@@ -180,8 +180,12 @@ void grain_registry::close(std::chrono::steady_clock::time_point deadline) noexc
 }
 
 std::size_t grain_registry::held() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return held_.size();
+  std::size_t n = 0;
+  for (const shard& sh : shards_) {
+    std::lock_guard<std::mutex> lock(sh.m);
+    n += sh.held.size();
+  }
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -200,13 +204,13 @@ grain_place grain_registry::remote_place(const grain_identity& id, const owner_e
   return at;
 }
 
-grain_place grain_registry::place_locked(const grain_identity& id, owner_entry* make) {
+grain_place grain_registry::place_locked(shard& sh, const grain_identity& id, owner_entry* make) {
   grain_place at;
-  if (auto h = held_.find(view(id)); h != held_.end()) {
+  if (auto h = sh.held.find(view(id)); h != sh.held.end()) {
     at.token = h->second;
     return at;  // local: this node holds the claim
   }
-  if (auto c = cache_.find(view(id)); c != cache_.end() && c->second.node != node_) {
+  if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.node != node_) {
     if (c->second.proxy || make == nullptr) {
       if (!c->second.proxy) c->second.proxy = remote_place(id, c->second).target;
       at.at = c->second.proxy ? grain_place::where::remote : grain_place::where::claim;
@@ -224,17 +228,18 @@ grain_place grain_registry::place_locked(const grain_identity& id, owner_entry* 
 
 grain_place grain_registry::place(const grain_identity& id) {
   owner_entry make;
+  shard& sh = shard_of(id);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    grain_place at = place_locked(id, &make);
+    std::lock_guard<std::mutex> lock(sh.m);
+    grain_place at = place_locked(sh, id, &make);
     if (at.at != grain_place::where::remote || at.target) return at;
   }
   // The first send to this claim: its proxy (remoting's locks, not the registry's), kept in the
   // entry while it still names that claim.
   grain_place at = remote_place(id, make);
   if (at.at == grain_place::where::remote) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto c = cache_.find(view(id)); c != cache_.end() && c->second.token == make.token)
+    std::lock_guard<std::mutex> lock(sh.m);
+    if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == make.token)
       c->second.proxy = at.target;
   }
   return at;
@@ -278,9 +283,9 @@ bool grain_registry::decode_owner(const key_value& kv, owner_entry& out) const {
   return true;
 }
 
-void grain_registry::cache_locked(const std::string& key, owner_entry e) {
-  if (cache_.size() >= k_cache_max) cache_.clear();  // hints only: a miss costs a claim round
-  cache_[key] = std::move(e);
+void grain_registry::cache_locked(shard& sh, const std::string& key, owner_entry e) {
+  if (sh.cache.size() >= k_cache_max / k_shards) sh.cache.clear();  // hints only
+  sh.cache[key] = std::move(e);
 }
 
 result<op_outcome> grain_registry::write(store_op op) {
@@ -366,14 +371,15 @@ result<std::int64_t> grain_registry::adopt(const grain_identity& id, std::int64_
   result<std::optional<owner_entry>> found = read_owner(id);
   if (!found) return found.error();
   const lease_id lease = membership_.lease();
-  std::lock_guard<std::mutex> lock(mutex_);
   if (!found->has_value() || (*found)->node != node_ || (*found)->token != token ||
       (*found)->lease != lease || lease == 0) {
     return error(errc::not_owner,
                  id.str() + ": this node does not hold the claim " + std::to_string(token));
   }
-  held_[id.str()] = token;
-  cache_.erase(id.str());
+  shard& sh = shard_of(id);
+  std::lock_guard<std::mutex> lock(sh.m);
+  sh.held[id.str()] = token;
+  sh.cache.erase(id.str());
   return token;
 }
 
@@ -383,8 +389,9 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
   const std::string key = id.str();
   if (akt::detail::on_worker_thread()) {
     // The layer never asks here for a claim (see the contract); a worker cannot wait for one.
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto h = held_.find(key); h != held_.end()) return h->second;
+    shard& sh = shard_of(id);
+    std::lock_guard<std::mutex> lock(sh.m);
+    if (auto h = sh.held.find(key); h != sh.held.end()) return h->second;
     return error(errc::not_owner, id.str() + ": a claim cannot be made on a dispatcher worker");
   }
   auto settings = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind);
@@ -408,10 +415,11 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
   if (owner->name == node_) owner->epoch = lease;  // the current one, whatever the record says
   result<op_outcome> r = claim_for(id, *owner, settings.get());
   if (!r) return r.error();
-  std::lock_guard<std::mutex> lock(mutex_);
+  shard& sh = shard_of(id);
+  std::lock_guard<std::mutex> lock(sh.m);
   if (r->succeeded && owner->name == node_) {
-    held_[key] = r->applied_revision;
-    cache_.erase(key);
+    sh.held[key] = r->applied_revision;
+    sh.cache.erase(key);
     return r->applied_revision;
   }
   owner_entry found;
@@ -421,12 +429,12 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
     return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
   } else if (found.node == node_ && r->current.lease == lease) {
     // Ours: an earlier round's write that did commit, or a claim made for this node.
-    held_[key] = found.token;
-    cache_.erase(key);
+    sh.held[key] = found.token;
+    sh.cache.erase(key);
     return found.token;
   }
   std::string who = found.node;
-  if (found.node != node_) cache_locked(key, std::move(found));
+  if (found.node != node_) cache_locked(sh, key, std::move(found));
   return error(errc::not_owner, id.str() + " is owned by node " + who);
 }
 
@@ -435,10 +443,12 @@ void grain_registry::released(const grain_identity& id) noexcept {
     std::int64_t token = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto h = held_.find(id.str());
-      if (h == held_.end()) return;
+      shard& sh = shard_of(id);
+      std::lock_guard<std::mutex> shard_lock(sh.m);
+      auto h = sh.held.find(view(id));
+      if (h == sh.held.end()) return;
       token = h->second;
-      held_.erase(h);
+      sh.held.erase(h);
       if (closed_) return;  // the lease's revoke deletes it
       ++releases_in_flight_;
     }
@@ -472,9 +482,10 @@ bool grain_registry::release_claim(const grain_identity& id, std::int64_t token)
   for (int round = 0; round < k_rounds; ++round) {
     result<op_outcome> r = write(store_op::delete_if_created_at(claim_key(cluster_, id), token));
     if (r) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto c = cache_.find(id.str()); c != cache_.end() && c->second.token == token)
-        cache_.erase(c);
+      shard& sh = shard_of(id);
+      std::lock_guard<std::mutex> lock(sh.m);
+      if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == token)
+        sh.cache.erase(c);
       // Gone either way: deleted now, or not that claim any more (deleted or re-claimed).
       return true;
     }
@@ -495,16 +506,17 @@ result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
       },
       k_wait);
   if (!r) return r.error();
-  std::lock_guard<std::mutex> lock(mutex_);
+  shard& sh = shard_of(id);
+  std::lock_guard<std::mutex> lock(sh.m);
   const std::string key = id.str();
   if (r->kvs.empty()) {
-    cache_.erase(key);
+    sh.cache.erase(key);
     return std::optional<owner_entry>();
   }
   owner_entry e;
   if (!decode_owner(r->kvs.front(), e))
     return error(errc::not_owner, id.str() + " is claimed by a record this node cannot read");
-  if (e.node != node_) cache_locked(key, e);
+  if (e.node != node_) cache_locked(sh, key, e);
   return std::optional<owner_entry>(std::move(e));
 }
 
@@ -528,8 +540,9 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
       // member (it may only be unreachable from here) its entry stays.
       std::string owner;
       {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (auto c = cache_.find(id.str()); c != cache_.end() && c->second.token == at.token)
+        shard& sh = shard_of(id);
+        std::lock_guard<std::mutex> lock(sh.m);
+        if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == at.token)
           owner = c->second.node;
       }
       if (!owner.empty() && membership_.is_member(owner)) return std::nullopt;
@@ -540,8 +553,9 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
   } else if (refused && code == errc::not_owner) {
     // The claim went to another node (lost, or placed there by the kind's strategy): the owner
     // was just learned, so the cache is fresh.
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto c = cache_.find(id.str()); c != cache_.end()) return remote_place(id, c->second);
+    shard& sh = shard_of(id);
+    std::lock_guard<std::mutex> lock(sh.m);
+    if (auto c = sh.cache.find(view(id)); c != sh.cache.end()) return remote_place(id, c->second);
   } else if (code != errc::grain_kind_unknown) {
     // A local failure other than those, or a kind this node does not host (its owner, if any,
     // is found below: such a node routes, it never hosts).
@@ -567,13 +581,15 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     } else if (!decode_owner(r->current, e)) {
       return std::nullopt;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (e.node != node_) cache_locked(id.str(), e);
+    shard& sh = shard_of(id);
+    std::lock_guard<std::mutex> lock(sh.m);
+    if (e.node != node_) cache_locked(sh, id.str(), e);
     return remote_place(id, e);
   }
   if ((*owner)->node == node_) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return place_locked(id);
+    shard& sh = shard_of(id);
+    std::lock_guard<std::mutex> lock(sh.m);
+    return place_locked(sh, id);
   }
   if ((*owner)->token == at.token && at.at == grain_place::where::remote)
     return std::nullopt;  // the same claim that just failed: nothing new to try
@@ -588,16 +604,18 @@ void grain_registry::on_events(const std::vector<watch_event>& events, revision 
   for (const watch_event& ev : events) {
     grain_identity id;
     if (!identity_of_claim_key(cluster_, ev.kv.key, id)) continue;
-    auto c = cache_.find(id.str());
-    if (c == cache_.end()) continue;  // only what this node routes to is kept
+    shard& sh = shard_of(id);
+    std::lock_guard<std::mutex> shard_lock(sh.m);
+    auto c = sh.cache.find(view(id));
+    if (c == sh.cache.end()) continue;  // only what this node routes to is kept
     if (ev.what == watch_event::kind::del) {
-      if (c->second.token < ev.kv.mod_revision) cache_.erase(c);
+      if (c->second.token < ev.kv.mod_revision) sh.cache.erase(c);
     } else if (ev.kv.create_revision > c->second.token) {
       owner_entry e;
       if (decode_owner(ev.kv, e) && e.node != node_)
         c->second = std::move(e);
       else
-        cache_.erase(c);
+        sh.cache.erase(c);
     }
   }
   last_revision_ = std::max(last_revision_, header);
@@ -609,7 +627,10 @@ void grain_registry::on_watch_end(error why) {
   // Whatever changed while no watch ran is unknown: start the cache afresh (entries are hints).
   // After a compaction the revision to resume from is gone: resume from the latest instead,
   // which with an empty cache misses nothing this node still holds.
-  cache_.clear();
+  for (shard& sh : shards_) {
+    std::lock_guard<std::mutex> shard_lock(sh.m);
+    sh.cache.clear();
+  }
   // The ended handle is cancelled at close(), not here: this runs inside its own callback.
   if (watch_) retired_.push_back(std::move(watch_));
   if (why.code() == errc::cluster_compacted) {
@@ -628,8 +649,10 @@ void grain_registry::on_watch_end(error why) {
 }
 
 void grain_registry::node_left(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(cache_, [&](const auto& entry) { return entry.second.node == name; });
+  for (shard& sh : shards_) {
+    std::lock_guard<std::mutex> lock(sh.m);
+    std::erase_if(sh.cache, [&](const auto& entry) { return entry.second.node == name; });
+  }
 }
 
 }  // namespace akt::cluster::detail

@@ -26,14 +26,15 @@
 //   the layer does not ask (the admission is kept) — should one come anyway, it is refused
 //   marked (the sender may send once more).
 // - Threads: the store's completion thread runs the batcher's and the watch's callbacks; they
-//   take mutex_ briefly and never call the grain layer.
+//   take mutex_ and the shards' locks briefly and never call the grain layer.
 // - Lifetime: owned (shared) by the two seam adapters the grain layer owns and by the cluster
 //   node; close() (before membership stops the store) ends every use of the store: afterwards
 //   admit refuses with system_shutting_down and nothing is released or read.
 // - Memory: the claims held (one entry per activation of this node) and the owner cache,
-//   bounded by k_cache_max entries (cleared past it: entries are hints, a miss costs one claim
-//   round).
+//   bounded by k_cache_max entries (each of the k_shards shards cleared past its share: entries
+//   are hints, a miss costs one claim round).
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -151,9 +152,11 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Reads the identity's claim now (at most k_wait): the owner (cached) or nothing.
   result<std::optional<owner_entry>> read_owner(const grain_identity& id);
   // Where a message for id goes once the owner is known (or not): from the cache only.
-  // Under mutex_; a remote answer without its proxy yet leaves `make` set (made outside the
-  // lock by place()).
-  akt::detail::grain_place place_locked(const grain_identity& id, owner_entry* make = nullptr);
+  // Under sh.m (sh: id's shard); a remote answer without its proxy yet leaves `make` set (made
+  // outside the lock by place()).
+  struct shard;
+  akt::detail::grain_place place_locked(shard& sh, const grain_identity& id,
+                                        owner_entry* make = nullptr);
   akt::detail::grain_place remote_place(const grain_identity& id, const owner_entry& e);
   // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
   bool release_claim(const grain_identity& id, std::int64_t token);
@@ -173,7 +176,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Adopts the claim another node made for this one at token (a message routed by it).
   result<std::int64_t> adopt(const grain_identity& id, std::int64_t token);
   bool decode_owner(const key_value& kv, owner_entry& out) const;
-  void cache_locked(const std::string& key, owner_entry e);
+  // Under sh.m: caches an owner of another node (the shard cleared past its share of
+  // k_cache_max: entries are hints, a miss costs a claim round).
+  void cache_locked(shard& sh, const std::string& key, owner_entry e);
   void on_events(const std::vector<watch_event>& events, revision header);
   void on_watch_end(error why);
   void restart_watch();
@@ -186,10 +191,23 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   const std::string& address_ = settings_.address;
   std::unique_ptr<claim_batcher> batcher_;  // null after close()
 
-  mutable std::mutex mutex_;
+  // The claims held and the owner cache, split by the identity's hash, so that sends to
+  // different grains from different threads take different locks: a send by identity locks
+  // one shard and nothing else (place). Lock order: mutex_ before a shard's, never the reverse;
+  // no shard lock is held while another shard's is taken.
+  struct alignas(64) shard {
+    mutable std::mutex m;
+    id_map<std::int64_t> held;  // guarded by m: kind/name -> token
+    id_map<owner_entry> cache;  // guarded by m: kind/name -> owner
+  };
+  static constexpr std::size_t k_shards = 16;  // bounds lock contention between sending threads
+  shard& shard_of(const grain_identity& id) noexcept {
+    return shards_[id_hash{}(view(id)) % k_shards];
+  }
+  std::array<shard, k_shards> shards_;
+
+  mutable std::mutex mutex_;  // guards what follows (and is taken before a shard's)
   std::condition_variable drained_;
-  id_map<std::int64_t> held_;   // guarded: kind/name -> token
-  id_map<owner_entry> cache_;   // guarded: kind/name -> owner
   int releases_in_flight_ = 0;  // guarded
   bool closed_ = false;         // guarded
   revision last_revision_ = 0;  // guarded: the watch's last
