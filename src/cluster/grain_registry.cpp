@@ -42,16 +42,14 @@ std::size_t claim_batch_max() {
   return v;
 }
 
-std::unique_ptr<akt::detail::kept_message> keep_for_resend(const message& m);
+akt::detail::kept_message keep_for_resend(const message& m);
 
 // The seams the grain layer owns: each holds the registry.
 class registry_placement final : public akt::detail::grain_placement {
  public:
   explicit registry_placement(std::shared_ptr<grain_registry> r) : r_(std::move(r)) {}
   grain_place place(const grain_identity& id) override { return r_->place(id); }
-  std::unique_ptr<akt::detail::kept_message> keep(const message& m) override {
-    return keep_for_resend(m);
-  }
+  akt::detail::kept_message keep(const message& m) override { return keep_for_resend(m); }
   std::optional<grain_place> resend_place(const grain_identity& id, const grain_place& at,
                                           const error& failure) override {
     return r_->resend_place(id, at, failure);
@@ -71,39 +69,19 @@ class registry_gate final : public akt::detail::grain_activation_gate {
   std::shared_ptr<grain_registry> r_;
 };
 
-// A message kept for a second send: a copy of a copyable value.
-class kept_copy final : public akt::detail::kept_message {
- public:
-  explicit kept_copy(message m) : m_(std::move(m)) {}
-  result<message> take() override { return std::move(m_); }
-
- private:
-  message m_;
-};
-
-// A message kept for a second send whose type cannot be copied: its encoded bytes (the remote
-// module's serializer), decoded again when taken.
-class kept_bytes final : public akt::detail::kept_message {
- public:
-  kept_bytes(std::uint64_t type, std::vector<unsigned char> bytes)
-      : type_(type), bytes_(std::move(bytes)) {}
-  result<message> take() override {
-    return akt::remote::decode_message(type_, akt::remote::byte_span(bytes_.data(), bytes_.size()));
-  }
-
- private:
-  std::uint64_t type_;
-  std::vector<unsigned char> bytes_;
-};
+// The encoded bytes of a message kept for a second send, decoded again (kept_message).
+result<message> decode_kept(std::uint64_t type, const std::vector<unsigned char>& bytes) {
+  return akt::remote::decode_message(type, akt::remote::byte_span(bytes.data(), bytes.size()));
+}
 
 // What a second send needs: a copy of a copyable value, else the encoded bytes.
-std::unique_ptr<akt::detail::kept_message> keep_for_resend(const message& m) {
+akt::detail::kept_message keep_for_resend(const message& m) {
   if (std::optional<message> copy = m.try_clone())
-    return std::make_unique<kept_copy>(std::move(*copy));
+    return akt::detail::kept_message(std::move(*copy));
   result<std::vector<unsigned char>> bytes = akt::remote::encode_message(m);
   const akt::remote::serializer* s = akt::remote::find_serializer(m);
-  if (!bytes || s == nullptr) return nullptr;  // the send itself will refuse it
-  return std::make_unique<kept_bytes>(s->id, std::move(*bytes));
+  if (!bytes || s == nullptr) return {};  // the send itself will refuse it
+  return akt::detail::kept_message(s->id, std::move(*bytes), &decode_kept);
 }
 
 }  // namespace

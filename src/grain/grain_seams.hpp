@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "actor/delivery_fields.hpp"
 #include "akt/actor/pid.hpp"
@@ -70,12 +71,31 @@ struct grain_place {
 };
 
 // What a second send of a message needs, kept before the first one (grain_placement::keep):
-// a copy of the value when its type is copyable, else its encoded bytes, decoded again.
+// a copy of the value when its type is copyable, else its encoded bytes with the function that
+// decodes them. A value, so that keeping a small copyable message (the common case: every ask
+// to a remote owner keeps one) allocates nothing beyond what the copy itself needs.
 class kept_message {
  public:
-  virtual ~kept_message() = default;
+  using decode_fn = result<message> (*)(std::uint64_t type, const std::vector<unsigned char>&);
+  kept_message() = default;  // nothing kept: no second send
+  explicit kept_message(message copy) : copy_(std::move(copy)), kept_(true) {}
+  kept_message(std::uint64_t type, std::vector<unsigned char> bytes, decode_fn decode)
+      : type_(type), bytes_(std::move(bytes)), decode_(decode), kept_(decode != nullptr) {}
+
+  explicit operator bool() const noexcept { return kept_; }
   // The message again; once.
-  virtual result<message> take() = 0;
+  result<message> take() {
+    kept_ = false;
+    if (decode_ != nullptr) return decode_(type_, bytes_);
+    return std::move(copy_);
+  }
+
+ private:
+  message copy_;
+  std::uint64_t type_ = 0;
+  std::vector<unsigned char> bytes_;
+  decode_fn decode_ = nullptr;
+  bool kept_ = false;
 };
 
 class grain_placement {
@@ -93,7 +113,7 @@ class grain_placement {
   // owner again, and answers the new place; nullopt: return the error. It may wait on the
   // store: never called on a dispatcher worker. The defaults keep nothing and resend nothing
   // (a placement that never resends must not pay for a copy per send).
-  virtual std::unique_ptr<kept_message> keep(const message&) { return nullptr; }
+  virtual kept_message keep(const message&) { return {}; }
   virtual std::optional<grain_place> resend_place(const grain_identity&, const grain_place&,
                                                   const error&) {
     return std::nullopt;

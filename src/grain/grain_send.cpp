@@ -541,8 +541,8 @@ struct resend_state {
     return std::max(std::chrono::nanoseconds(1), deadline - std::chrono::steady_clock::now());
   }
   // Keeps msg before a send to another node, when a second send may follow.
-  std::unique_ptr<kept_message> keep(const message& msg) const {
-    if (placement == nullptr || sends + 1 >= k_max_sends) return nullptr;
+  kept_message keep(const message& msg) const {
+    if (placement == nullptr || sends + 1 >= k_max_sends) return {};
     return placement->keep(msg);
   }
   // After a failed attempt to `at` (sent: the message left this node or reached an
@@ -572,17 +572,17 @@ result<message> ask_routed(system_core* core, const grain_identity& id, message 
   std::chrono::nanoseconds wait = timeout;
   for (;;) {
     const bool remote = owned_elsewhere(at);
-    std::unique_ptr<kept_message> kept = remote ? rs.keep(msg) : nullptr;
+    kept_message kept = remote ? rs.keep(msg) : kept_message();
     result<message> r =
         remote ? ask_through(at.target, std::move(msg), sender, wait, extra_flags, deadline_travels)
                : ask_activation(core, id, msg, sender, wait, extra_flags, deadline_travels);
     if (r) return r;
-    if (remote ? kept == nullptr : !untouched(msg)) return r;
+    if (remote ? !kept : !untouched(msg)) return r;
     const bool sent = remote;
     std::optional<grain_place> next = rs.next(at, r.error(), sent);
     if (!next) return r;
-    if (kept != nullptr) {
-      result<message> again = kept->take();
+    if (kept) {
+      result<message> again = kept.take();
       if (!again) return r;
       msg = std::move(*again);
     }
@@ -597,13 +597,13 @@ error tell_routed(system_core* core, const grain_identity& id, message msg, acto
                   grain_place at, grain_route* route) {
   resend_state rs(core, id, std::chrono::nanoseconds::zero());
   for (;;) {
-    std::unique_ptr<kept_message> kept;
+    kept_message kept;
     error e;
     bool sent = true;
     if (owned_elsewhere(at)) {
       kept = rs.keep(msg);
       e = tell_through(at.target, std::move(msg), sender);
-      if (!e || kept == nullptr) return e;
+      if (!e || !kept) return e;
     } else if (activates_elsewhere(at)) {
       return tell_deferred(core, id, std::move(msg), sender);
     } else {
@@ -613,8 +613,8 @@ error tell_routed(system_core* core, const grain_identity& id, message msg, acto
     }
     std::optional<grain_place> next = rs.next(at, e, sent);
     if (!next) return e;
-    if (kept != nullptr) {
-      result<message> again = kept->take();
+    if (kept) {
+      result<message> again = kept.take();
       if (!again) return e;
       msg = std::move(*again);
     }
