@@ -311,7 +311,18 @@ std::optional<member> grain_registry::choose_node(const grain_identity& id,
     const bool fits = m.name == node_
                           ? self_fits
                           : has(m.grain_kinds, id.kind) && (role.empty() || has(m.roles, role));
-    if (fits) candidates.push_back(m.name == node_ ? self : std::move(m));
+    if (!fits) continue;
+    if (m.name != node_) {
+      candidates.push_back(std::move(m));
+      continue;
+    }
+    // This node as itself (its current lease), but with the load the list holds for it: every
+    // candidate's load then comes from the same watch, equally fresh. (self()'s load is set
+    // when its record's write completes, which can come before or after the watch shows it: a
+    // least-load choice mixing the two could pick this node on a figure older than the rest.)
+    member me = self;
+    me.load = m.load;
+    candidates.push_back(std::move(me));
   }
   if (candidates.empty()) return std::nullopt;
   switch (strategy) {
