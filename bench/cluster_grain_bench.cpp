@@ -209,12 +209,17 @@ struct bench_cluster {
   std::unique_ptr<cl::store> reader;  // reads the store's revision (etcd)
   bool ok = false;
 
-  bench_cluster(benchmark::State& state, int which, unsigned pairs, std::chrono::seconds ttl = 2s)
+  bench_cluster(benchmark::State& state, int which, unsigned pairs, std::chrono::seconds ttl = 2s,
+                unsigned blocking_threads = 32)
       : sinks(make_sinks(pairs)) {
     register_remote_messages();
     akt::testkit::local_cluster_options o;
     o.cluster = fresh_cluster_name();
     o.lease_ttl = ttl;
+    o.blocking_threads = blocking_threads;
+    o.configure = [blocking_threads](akt::cluster_config& cc, std::size_t) {
+      cc.activation_threads = blocking_threads;
+    };
     if (which == 1) {
       provider = etcd_provider();
       if (!provider) {
@@ -344,6 +349,81 @@ BENCHMARK(BM_ClusterGrainActivate)
         b->Args({s, 1});
         b->Args({s, 16});
         b->Args({s, 64});
+      }
+    })
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+
+// Activations sent from inside the system: on each node an actor, told to, sends one one-way
+// tell_grain to each of k_fan_out never-seen identities from its handler (a dispatcher worker:
+// each such first message waits in the grain layer's queue and is activated on the node's
+// blocking pool, whose threads each wait for one claim). Timed until every grain handled its
+// message. Arg 2: the nodes' blocking pool size (cluster_config::activation_threads, default 32),
+// which bounds the claims in flight.
+constexpr std::uint64_t k_fan_out = 1000;  // per node and iteration
+
+struct fan_out_actor final : akt::actor {
+  void receive(akt::receive_context& ctx) override {
+    const auto* round = ctx.get_if<std::uint64_t>();
+    if (round == nullptr) return;
+    akt::grain_identity id = id_of(act_grain::akt_type_name, {});
+    const std::string prefix =
+        std::string(ctx.system().name()) + "-" + std::to_string(*round) + "-";
+    for (std::uint64_t k = 0; k < k_fan_out; ++k) {
+      id.name = prefix + std::to_string(k);
+      if (akt::tell_grain(ctx.system(), id, remote_ping{0}, {.one_way = true}))
+        failures.fetch_add(1);
+    }
+  }
+  static inline std::atomic<std::uint64_t> failures{0};
+};
+
+void BM_ClusterGrainFanOut(benchmark::State& state) {
+  const int which = static_cast<int>(state.range(0));
+  const auto pool = static_cast<unsigned>(state.range(1));
+  bench_cluster bc(state, which, 1, 2s, pool);
+  if (!bc.ok) return;
+  completion handled;
+  g_handled.store(&handled);
+  fan_out_actor::failures = 0;
+  std::vector<akt::pid> actors;
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto a = bc.node(i).spawn<fan_out_actor>("fan-out-" + std::to_string(i));
+    if (!a) return state.SkipWithError(("spawn: " + a.error().message()).c_str());
+    actors.push_back(*a);
+  }
+  const std::uint64_t per_round = k_fan_out * 3;
+  std::uint64_t rounds = 0;
+  auto run_round = [&] {
+    for (auto& a : actors) (void)a.tell(std::uint64_t{rounds});
+    ++rounds;
+    handled.wait_for(rounds * per_round);
+  };
+  run_round();  // warm-up
+  const std::uint64_t cpu0 = process_cpu_ns();
+  const auto t0 = clock_type::now();
+  for (auto _ : state) {
+    run_round();
+    if (fan_out_actor::failures.load() != 0) {
+      state.SkipWithError("a tell_grain failed");
+      break;
+    }
+  }
+  const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+  const std::uint64_t n = (rounds - 1) * per_round;
+  state.SetItemsProcessed(static_cast<std::int64_t>(n));
+  state.counters["cpu_process"] =
+      wall > 0 ? static_cast<double>(process_cpu_ns() - cpu0) / 1e9 / wall : 0.0;
+  state.counters["blocking_threads"] = pool;
+  g_handled.store(nullptr);
+}
+BENCHMARK(BM_ClusterGrainFanOut)
+    ->ArgNames({"etcd", "blocking_threads"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int s = 0; s < (etcd_available() ? 2 : 1); ++s) {
+        b->Args({s, 4});
+        b->Args({s, 32});
       }
     })
     ->UseRealTime()

@@ -1,5 +1,6 @@
 #include "actor/system_core.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "actor/reply_slot.hpp"
@@ -34,8 +35,9 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
       default_supervisor_(cfg.default_supervisor),
       timers_(cfg.manual_time),
       blocking_(
-          cfg.blocking_threads, [this] { return keep_alive(); },
-          cfg.manual_time ? &work_ : nullptr),
+          cfg.cluster ? std::max(cfg.blocking_threads, cfg.cluster->activation_threads)
+                      : cfg.blocking_threads,
+          [this] { return keep_alive(); }, cfg.manual_time ? &work_ : nullptr),
       dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic,
                                     cfg.manual_time ? &work_ : nullptr}),
       events_(std::make_shared<event_stream>()) {}

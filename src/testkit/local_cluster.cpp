@@ -66,6 +66,7 @@ local_cluster::~local_cluster() {
 std::unique_ptr<actor_system> local_cluster::make(std::size_t i) {
   system_config cfg;
   cfg.workers = options_.workers;
+  cfg.blocking_threads = options_.blocking_threads;
   cfg.shutdown_timeout = std::chrono::seconds(10);
   remote_config rc;
   rc.heartbeat_interval = std::chrono::milliseconds(100);

@@ -51,6 +51,12 @@ struct cluster_config {
   // errc::cluster_quorum_timeout. Once reached, the barrier stays open. 0: no barrier.
   std::size_t min_peers = 0;
   std::chrono::milliseconds barrier_timeout{std::chrono::seconds(30)};
+  // How many grain activations started from inside the system (a grain's first message sent
+  // from a handler, which must not wait on a dispatcher worker) may wait for their claims at
+  // once on this node: they run on the system's blocking pool, each waiting for its claim, and
+  // the claims in flight are batched into few store commits. A cluster node's blocking pool has
+  // at least this many threads (system_config::blocking_threads; started on first use).
+  unsigned activation_threads = 32;
 };
 
 }  // namespace akt

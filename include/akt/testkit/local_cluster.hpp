@@ -42,6 +42,9 @@ struct local_cluster_options {
   std::chrono::milliseconds fence_margin{300};
   std::chrono::milliseconds start_wait{std::chrono::seconds(10)};
   unsigned workers = 2;
+  // Each node's blocking pool (system_config::blocking_threads): where a grain's first message
+  // sent from a dispatcher worker is activated, so it bounds the claims such sends have in flight.
+  unsigned blocking_threads = 4;
   // The in-process store's call timeout: how soon a cut-off node's calls fail.
   std::chrono::milliseconds store_call_timeout{300};
   // Another store for every node (etcd); null: the cluster's own in-process store.
