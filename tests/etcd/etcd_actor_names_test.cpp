@@ -1,36 +1,16 @@
 // Cluster-wide actor names (tests/cluster/cluster_actor_names_rules.hpp) on a real etcd: the
 // same functions as on the in-process store, the nodes on the program's shared etcd under a
 // cluster name of their own.
-#include <akt/etcd/etcd_store.hpp>
-
-#include <random>
-
 #include "cluster/cluster_actor_names_rules.hpp"
-#include "etcd/etcd_test_support.hpp"
+#include "etcd/etcd_backend.hpp"
 
 namespace {
 
 using namespace akt::name_rules;
 
-class Cluster_ActorNamesOnEtcd : public akt::test::etcd_test {
- protected:
-  grain_backend backend() {
-    static std::mt19937_64 rng{std::random_device{}()};
-    grain_backend b;
-    auto* etcd = akt::test::shared_etcd();
-    if (etcd == nullptr) return b;
-    b.provider = akt::etcd::provider({{etcd->endpoint()}, 1000ms, 10000ms});
-    b.cluster = "n" + std::to_string(rng() % 1'000'000'000);
-    return b;
-  }
-};
+class Cluster_ActorNamesOnEtcd : public akt::test::etcd_test {};
 
-#define AKT_NAME_RULE_ON_ETCD(rule)                                       \
-  TEST_F(Cluster_ActorNamesOnEtcd, rule) {                                \
-    AKT_SKIP_WITHOUT_ETCD();                                              \
-    ASSERT_NE(akt::test::shared_etcd(), nullptr) << "etcd did not start"; \
-    rule(backend());                                                      \
-  }
+#define AKT_NAME_RULE_ON_ETCD(rule) AKT_CLUSTER_RULE_ON_ETCD(Cluster_ActorNamesOnEtcd, "n", rule)
 
 AKT_NAME_RULE_ON_ETCD(ASecondSpawnOfANameFailsOnEveryNodeWhileTheFirstLives)
 AKT_NAME_RULE_ON_ETCD(FindActorFindsItFromEveryNodeAndMessagesReachIt)
