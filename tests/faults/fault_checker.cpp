@@ -250,6 +250,7 @@ check_report check_evidence(const fs::path& dir) {
     if (c.outcome == "refused") ++r.refused;
     if (c.outcome == "store_refused") ++r.store_refused;
     if (c.outcome == "possibly") ++r.possibly;
+    if (c.outcome != "ok") ++r.outcomes[c.outcome + " " + c.code];
     calls_of[c.grain].push_back(c);
   }
   for (const auto& [key, c] : calls) {
@@ -326,6 +327,11 @@ std::string check_report::summary(std::size_t max_examples) const {
   out << "calls " << calls << ": ok " << ok << ", refused " << refused << ", store_refused "
       << store_refused << ", possibly delivered " << possibly << " (" << possibly_applied
       << " of them applied)\n";
+  if (!outcomes.empty()) {
+    out << "errors:";
+    for (const auto& [what, n] : outcomes) out << " " << what << " x" << n << ";";
+    out << "\n";
+  }
   out << "handler starts " << handler_starts << " in " << activations << " activations of "
       << grains << " grains; applied " << applied << ", stale writes refused by the store "
       << stale_refused << ", torn lines " << torn_lines << "\n";

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct check_report {
   std::size_t torn_lines = 0;     // last lines without a newline (a killed writer)
   std::size_t kills = 0, starts = 0;
   std::size_t possibly_applied = 0;  // "possibly delivered" calls that were applied (once)
+  std::map<std::string, std::size_t> outcomes;  // "outcome code" -> calls, errors only
   // What broke, one line of evidence each.
   std::vector<std::string> violations_a, violations_b, overlaps_c, violations_d;
   std::vector<std::string> malformed;  // lines that do not parse (a harness bug: fails too)

@@ -100,6 +100,8 @@ TEST(FaultChecker, CleanEvidencePassesWithItsCountsAndTheFailover) {
   EXPECT_EQ(r.ok, 3u);
   EXPECT_EQ(r.possibly, 1u);
   EXPECT_EQ(r.refused, 1u);
+  EXPECT_EQ(r.outcomes.at("refused unreachable"), 1u);
+  EXPECT_EQ(r.outcomes.at("possibly connection_lost"), 1u);
   EXPECT_EQ(r.applied, 3u);
   EXPECT_EQ(r.kills, 1u);
   // The kill at 3 s hit g0's activation; the first ok call started after it ended at 5.5 s.
