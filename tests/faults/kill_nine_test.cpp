@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,15 @@ fs::path make_evidence_dir() {
   fs::create_directories(fs::path(templ) / "store");
   fs::create_directories(fs::path(templ) / "logs");
   return templ;
+}
+
+// The resident set of a process in MiB (/proc/<pid>/status, VmRSS); -1 when it cannot be read.
+double rss_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+  }
+  return -1;
 }
 
 // One node name and its current process.
@@ -223,13 +233,35 @@ TEST(Faults, KillNineUnderTraffic) {
   }
 
   // ---- the faults: every kill_every, SIGKILL to a ready node, started again at once ----
+  // The memory of each node process (and of this one, the driver) at the start, the middle and
+  // the end of the run: a process started again after a kill starts small, so each sample names
+  // the process's start count.
+  std::vector<std::string> rss(nodes.size() + 1);
+  auto sample_rss = [&] {
+    char buf[64];
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const node_slot& s = nodes[i];
+      std::snprintf(buf, sizeof buf, "%s%.0f (#%d)", rss[i].empty() ? "" : " / ",
+                    s.proc ? rss_mib(s.proc->pid()) : -1.0, s.starts);
+      rss[i] += buf;
+    }
+    std::snprintf(buf, sizeof buf, "%s%.0f", rss.back().empty() ? "" : " / ", rss_mib(::getpid()));
+    rss.back() += buf;
+  };
+  sample_rss();
   std::mt19937 rng(seed);
   int kills = 0;
   const auto end = steady::now() + run_for;
+  const auto middle = steady::now() + run_for / 2;
+  bool sampled_middle = false;
   auto next_kill = steady::now() + kill_every;
   while (steady::now() < end) {
     std::this_thread::sleep_for(50ms);  // the injector's tick: restarts are noticed this often
     (void)poll_nodes();
+    if (!sampled_middle && steady::now() >= middle) {
+      sampled_middle = true;
+      sample_rss();
+    }
     if (steady::now() < next_kill) continue;
     next_kill = steady::now() + kill_every;
     std::vector<node_slot*> up;
@@ -242,6 +274,8 @@ TEST(Faults, KillNineUnderTraffic) {
     ++kills;
     if (!start_node(victim)) break;  // reported; the traffic threads must still be stopped
   }
+
+  sample_rss();
 
   // ---- the end: traffic stops, every node is back, then all stop cleanly ----
   {
@@ -268,7 +302,11 @@ TEST(Faults, KillNineUnderTraffic) {
   std::cout << "kill -9 under traffic: " << run_for.count() << " s, " << k_nodes << " nodes, "
             << n_grains << " grains, a kill every " << kill_every.count() << " ms, " << kills
             << " kills, seed " << seed << "\n"
-            << r.summary() << std::flush;
+            << r.summary();
+  std::cout << "RSS MiB at start / middle / end (#: the process's start count of its name):";
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    std::cout << " " << nodes[i].name << " " << rss[i] << ";";
+  std::cout << " driver " << rss.back() << "\n" << std::flush;
   EXPECT_EQ(r.calls, static_cast<std::size_t>(sent.load())) << "every call is in calls.log";
   EXPECT_EQ(r.kills, static_cast<std::size_t>(kills));
   EXPECT_GT(kills, 0) << "the run was too short to kill anything";
