@@ -1,0 +1,358 @@
+// The fault harness's checker (fault_checker.hpp): parses the evidence files of a run and checks
+// the invariants (a)-(d) of issue 20 on them, and measures failover after each kill.
+
+#include "faults/fault_checker.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace akt::faults {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The complete lines of a file; a last line without its newline (its writer was killed in the
+// middle of it, or is still writing) is left out and counted in torn.
+std::vector<std::string> lines_of(const fs::path& path, std::size_t& torn) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (begin < all.size()) {
+    const std::size_t end = all.find('\n', begin);
+    if (end == std::string::npos) {
+      ++torn;
+      break;
+    }
+    if (end > begin) out.push_back(all.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+struct handler_start {
+  std::string node;
+  long long pid = 0, epoch = 0;
+  std::int64_t token = 0, ns = 0;
+  std::string event, grain;
+  std::uint64_t id = 0;
+};
+
+// One activation: the handlers one process ran under one claim of a grain.
+struct activation {
+  std::string grain, node;
+  long long pid = 0;
+  std::int64_t token = 0;
+  std::int64_t first_ns = std::numeric_limits<std::int64_t>::max(), last_ns = 0;
+  std::string last_event;  // of the last handler start (deactivate: it ended)
+  std::size_t handlers = 0;
+  std::string who() const {
+    return grain + " token " + std::to_string(token) + " on " + node + " (pid " +
+           std::to_string(pid) + ")";
+  }
+};
+
+struct store_line {
+  char tag = 0;
+  std::int64_t token = 0;
+  std::uint64_t id = 0;
+  std::string node;
+  long long pid = 0;
+  std::int64_t ns = 0;
+};
+
+struct call {
+  std::string grain;
+  std::uint64_t id = 0;
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::string outcome, code;
+};
+
+struct fault {
+  char tag = 0;
+  std::string node;
+  long long pid = 0;
+  std::int64_t ns = 0;
+};
+
+std::string ms(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
+  const std::size_t i = rank < 1 ? 0 : static_cast<std::size_t>(rank) - 1;
+  return values[std::min(i, values.size() - 1)];
+}
+
+check_report check_evidence(const fs::path& dir) {
+  check_report r;
+  auto bad = [&](const fs::path& file, const std::string& line) {
+    r.malformed.push_back(file.filename().string() + ": '" + line + "'");
+  };
+
+  // ---- handler starts, grouped into activations ----
+  std::map<std::tuple<std::string, std::int64_t, std::string, long long>, activation> acts;
+  if (fs::is_directory(dir / "handlers")) {
+    for (const auto& entry : fs::directory_iterator(dir / "handlers")) {
+      for (const std::string& line : lines_of(entry.path(), r.torn_lines)) {
+        std::istringstream in(line);
+        std::string tag;
+        handler_start h;
+        if (!(in >> tag >> h.node >> h.pid >> h.epoch >> h.token >> h.ns >> h.event >> h.grain >>
+              h.id) ||
+            tag != "H") {
+          bad(entry.path(), line);
+          continue;
+        }
+        ++r.handler_starts;
+        activation& a = acts[{h.grain, h.token, h.node, h.pid}];
+        if (a.handlers == 0) {
+          a.grain = h.grain;
+          a.node = h.node;
+          a.pid = h.pid;
+          a.token = h.token;
+        }
+        ++a.handlers;
+        a.first_ns = std::min(a.first_ns, h.ns);
+        if (h.ns >= a.last_ns) {
+          a.last_ns = h.ns;
+          a.last_event = h.event;
+        }
+      }
+    }
+  }
+  r.activations = acts.size();
+  std::map<std::string, std::vector<const activation*>> by_grain;
+  for (const auto& [key, a] : acts) by_grain[a.grain].push_back(&a);
+
+  for (auto& [grain, list] : by_grain) {
+    // (a) one claim, one process.
+    std::sort(list.begin(), list.end(),
+              [](const activation* x, const activation* y) { return x->token < y->token; });
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      if (list[i]->token == list[i - 1]->token) {
+        r.violations_a.push_back("(a) one claim activated by two processes: " + list[i - 1]->who() +
+                                 " and " + list[i]->who());
+      }
+    }
+    // (a) no handler of token T after the first handler of a newer token T' > T: walk from the
+    // newest down, keeping the earliest first start among the newer ones.
+    const activation* earliest_newer = nullptr;
+    for (std::size_t i = list.size(); i-- > 0;) {
+      const activation* a = list[i];
+      if (earliest_newer != nullptr && earliest_newer->token > a->token &&
+          a->last_ns > earliest_newer->first_ns) {
+        r.violations_a.push_back("(a) " + a->who() + " started a handler at " + ms(a->last_ns) +
+                                 ", after " + earliest_newer->who() + " started its first at " +
+                                 ms(earliest_newer->first_ns));
+      }
+      if (earliest_newer == nullptr || a->first_ns < earliest_newer->first_ns) earliest_newer = a;
+    }
+    // (c) overlapping intervals, in order of first start.
+    std::vector<const activation*> by_start = list;
+    std::sort(by_start.begin(), by_start.end(),
+              [](const activation* x, const activation* y) { return x->first_ns < y->first_ns; });
+    const activation* reaching = nullptr;  // the one whose interval reaches furthest so far
+    for (const activation* a : by_start) {
+      if (reaching != nullptr && a->first_ns <= reaching->last_ns) {
+        r.overlaps_c.push_back("(c) " + reaching->who() + " [" + ms(reaching->first_ns) + ", " +
+                               ms(reaching->last_ns) + "] overlaps " + a->who() + " [" +
+                               ms(a->first_ns) + ", " + ms(a->last_ns) + "]");
+      }
+      if (reaching == nullptr || a->last_ns > reaching->last_ns) reaching = a;
+    }
+  }
+
+  // ---- the fenced store ----
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
+  std::set<std::string> grains;
+  for (const auto& [grain, list] : by_grain) grains.insert(grain);
+  if (fs::is_directory(dir / "store")) {
+    for (const auto& entry : fs::directory_iterator(dir / "store")) {
+      const std::string grain = entry.path().filename().string();
+      grains.insert(grain);
+      std::int64_t highest = 0;
+      for (const std::string& line : lines_of(entry.path(), r.torn_lines)) {
+        std::istringstream in(line);
+        std::string tag;
+        store_line s;
+        if (!(in >> tag >> s.token >> s.id >> s.node >> s.pid >> s.ns) || tag.size() != 1 ||
+            (tag[0] != 'O' && tag[0] != 'A' && tag[0] != 'X')) {
+          bad(entry.path(), line);
+          continue;
+        }
+        s.tag = tag[0];
+        if (s.tag == 'X') {
+          ++r.stale_refused;
+          if (s.token >= highest) {
+            r.violations_b.push_back(
+                "(b) " + grain + ": the store refused token " + std::to_string(s.token) + " from " +
+                s.node + " though the highest it had accepted was " + std::to_string(highest));
+          }
+          continue;
+        }
+        // (b) an accepted write never carries a token below one accepted before it.
+        if (s.token < highest) {
+          r.violations_b.push_back("(b) " + grain + ": the store accepted " +
+                                   (s.tag == 'A' ? "message " + std::to_string(s.id) : "an open") +
+                                   " with stale token " + std::to_string(s.token) + " from " +
+                                   s.node + " (pid " + std::to_string(s.pid) + ") at " + ms(s.ns) +
+                                   " after token " + std::to_string(highest));
+        }
+        highest = std::max(highest, s.token);
+        if (s.tag == 'A') {
+          ++r.applied;
+          ++applied[{grain, s.id}];
+        }
+      }
+    }
+  }
+  r.grains = grains.size();
+
+  // ---- the driver's calls, against the store (d) ----
+  std::map<std::pair<std::string, std::uint64_t>, call> calls;
+  std::map<std::string, std::vector<call>> calls_of;
+  for (const std::string& line : lines_of(dir / "calls.log", r.torn_lines)) {
+    std::istringstream in(line);
+    std::string tag;
+    call c;
+    if (!(in >> tag >> c.grain >> c.id >> c.start_ns >> c.end_ns >> c.outcome >> c.code) ||
+        tag != "C" ||
+        (c.outcome != "ok" && c.outcome != "refused" && c.outcome != "store_refused" &&
+         c.outcome != "possibly")) {
+      bad(dir / "calls.log", line);
+      continue;
+    }
+    if (!calls.emplace(std::make_pair(c.grain, c.id), c).second) {
+      bad(dir / "calls.log", line + " (the id was sent twice)");
+      continue;
+    }
+    ++r.calls;
+    if (c.outcome == "ok") ++r.ok;
+    if (c.outcome == "refused") ++r.refused;
+    if (c.outcome == "store_refused") ++r.store_refused;
+    if (c.outcome == "possibly") ++r.possibly;
+    if (c.outcome != "ok") ++r.outcomes[c.outcome + " " + c.code];
+    calls_of[c.grain].push_back(c);
+  }
+  for (const auto& [key, c] : calls) {
+    auto it = applied.find(key);
+    const std::size_t times = it == applied.end() ? 0 : it->second;
+    const std::string what = c.grain + " message " + std::to_string(c.id) + " (" + c.outcome +
+                             ", " + c.code + ", sent at " + ms(c.start_ns) + ")";
+    if (c.outcome == "ok" && times != 1) {
+      r.violations_d.push_back("(d) acknowledged " + what + " applied " + std::to_string(times) +
+                               " times");
+    } else if (c.outcome == "possibly") {
+      if (times > 1)
+        r.violations_d.push_back("(d) " + what + " applied " + std::to_string(times) + " times");
+      if (times == 1) ++r.possibly_applied;
+    } else if ((c.outcome == "refused" || c.outcome == "store_refused") && times != 0) {
+      r.violations_d.push_back("(d) " + what + " was refused but applied " + std::to_string(times) +
+                               " times");
+    }
+  }
+  for (const auto& [key, times] : applied) {
+    if (!calls.contains(key)) {
+      r.violations_d.push_back("(d) " + key.first + " message " + std::to_string(key.second) +
+                               " applied " + std::to_string(times) + " times, never sent");
+    }
+  }
+
+  // ---- failover after each kill ----
+  std::vector<fault> faults;
+  for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
+    std::istringstream in(line);
+    std::string tag;
+    fault f;
+    if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
+        (tag[0] != 'K' && tag[0] != 'S')) {
+      bad(dir / "faults.log", line);
+      continue;
+    }
+    f.tag = tag[0];
+    (f.tag == 'K' ? r.kills : r.starts)++;
+    if (f.tag == 'K') faults.push_back(f);
+  }
+  for (auto& [grain, list] : calls_of) {
+    std::sort(list.begin(), list.end(),
+              [](const call& x, const call& y) { return x.start_ns < y.start_ns; });
+  }
+  for (const fault& k : faults) {
+    for (const auto& [grain, list] : by_grain) {
+      // The grain's current activation at the kill: the newest claim whose first handler
+      // started before it.
+      const activation* current = nullptr;
+      for (const activation* a : list) {
+        if (a->first_ns <= k.ns && (current == nullptr || a->token > current->token)) current = a;
+      }
+      if (current == nullptr || current->node != k.node || current->pid != k.pid ||
+          (current->last_event == "deactivate" && current->last_ns <= k.ns)) {
+        continue;
+      }
+      bool recovered = false;
+      for (const call& c : calls_of[grain]) {
+        if (c.start_ns >= k.ns && c.outcome == "ok") {
+          r.failover_ms.push_back(static_cast<double>(c.end_ns - k.ns) / 1e6);
+          recovered = true;
+          break;
+        }
+      }
+      if (!recovered) ++r.failover_unrecovered;
+    }
+  }
+  return r;
+}
+
+std::string check_report::summary(std::size_t max_examples) const {
+  std::ostringstream out;
+  out << "calls " << calls << ": ok " << ok << ", refused " << refused << ", store_refused "
+      << store_refused << ", possibly delivered " << possibly << " (" << possibly_applied
+      << " of them applied)\n";
+  if (!outcomes.empty()) {
+    out << "errors:";
+    for (const auto& [what, n] : outcomes) out << " " << what << " x" << n << ";";
+    out << "\n";
+  }
+  out << "handler starts " << handler_starts << " in " << activations << " activations of "
+      << grains << " grains; applied " << applied << ", stale writes refused by the store "
+      << stale_refused << ", torn lines " << torn_lines << "\n";
+  out << "kills " << kills << ", starts " << starts << "; failover after a kill ("
+      << failover_ms.size() << " grains";
+  if (failover_unrecovered > 0) out << ", " << failover_unrecovered << " without a later ok call";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+                percentile(failover_ms, 50), percentile(failover_ms, 99),
+                percentile(failover_ms, 100));
+  out << buf;
+  out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
+      << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << "; malformed lines "
+      << malformed.size() << "\n";
+  for (const auto* list : {&violations_a, &violations_b, &overlaps_c, &violations_d, &malformed}) {
+    for (std::size_t i = 0; i < list->size() && i < max_examples; ++i)
+      out << "  " << (*list)[i] << "\n";
+    if (list->size() > max_examples)
+      out << "  ... and " << list->size() - max_examples << " more\n";
+  }
+  return out.str();
+}
+
+}  // namespace akt::faults
