@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -108,7 +109,50 @@ check_report check_evidence(const fs::path& dir) {
     r.malformed.push_back(file.filename().string() + ": '" + line + "'");
   };
 
+  // ---- the faults (first: the pauses explain overlaps and bound handlers below) ----
+  std::vector<fault> faults;  // K, T and P lines
+  struct pause {
+    std::string node;
+    long long pid = 0;
+    std::int64_t stop_ns = 0, cont_ns = -1;  // cont_ns: -1 until its R line
+  };
+  std::vector<pause> pauses;
+  for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
+    std::istringstream in(line);
+    std::string tag;
+    fault f;
+    if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
+        std::string_view("KSTEPR").find(tag[0]) == std::string_view::npos) {
+      bad(dir / "faults.log", line);
+      continue;
+    }
+    f.tag = tag[0];
+    switch (f.tag) {
+      case 'K':
+        ++r.kills;
+        break;
+      case 'S':
+        ++r.starts;
+        break;
+      case 'T':
+        ++r.terms;
+        break;
+      case 'P':
+        ++r.pauses;
+        pauses.push_back({f.node, f.pid, f.ns, -1});
+        break;
+      case 'R':
+        for (pause& p : pauses)
+          if (p.pid == f.pid && p.cont_ns < 0) p.cont_ns = f.ns;
+        break;
+      default:
+        break;
+    }
+    if (f.tag == 'K' || f.tag == 'T' || f.tag == 'P') faults.push_back(f);
+  }
+
   // ---- handler starts, grouped into activations ----
+  std::vector<handler_start> starts;
   std::map<std::tuple<std::string, std::int64_t, std::string, long long>, activation> acts;
   if (fs::is_directory(dir / "handlers")) {
     for (const auto& entry : fs::directory_iterator(dir / "handlers")) {
@@ -123,6 +167,7 @@ check_report check_evidence(const fs::path& dir) {
           continue;
         }
         ++r.handler_starts;
+        starts.push_back(h);
         activation& a = acts[{h.grain, h.token, h.node, h.pid}];
         if (a.handlers == 0) {
           a.grain = h.grain;
@@ -173,11 +218,51 @@ check_report check_evidence(const fs::path& dir) {
     const activation* reaching = nullptr;  // the one whose interval reaches furthest so far
     for (const activation* a : by_start) {
       if (reaching != nullptr && a->first_ns <= reaching->last_ns) {
+        for (const pause& p : pauses) {
+          if (p.pid == reaching->pid && p.stop_ns >= reaching->first_ns &&
+              p.stop_ns <= a->first_ns) {
+            ++r.overlaps_c_paused;
+            break;
+          }
+        }
         r.overlaps_c.push_back("(c) " + reaching->who() + " [" + ms(reaching->first_ns) + ", " +
                                ms(reaching->last_ns) + "] overlaps " + a->who() + " [" +
                                ms(a->first_ns) + ", " + ms(a->last_ns) + "]");
       }
       if (reaching == nullptr || a->last_ns > reaching->last_ns) reaching = a;
+    }
+  }
+
+  // ---- (a) after a pause: no handler on an old claim, and a new epoch ----
+  for (const pause& p : pauses) {
+    if (p.cont_ns < 0) continue;
+    long long old_epoch = -1;
+    for (const handler_start& h : starts)
+      if (h.pid == p.pid && h.ns < p.stop_ns) old_epoch = std::max(old_epoch, h.epoch);
+    for (const handler_start& h : starts) {
+      if (h.pid != p.pid || h.ns <= p.cont_ns) continue;
+      ++r.after_resume_starts;
+      const auto it = acts.find({h.grain, h.token, h.node, h.pid});
+      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
+                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
+                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
+      const std::string pause_text = "paused " + ms(p.stop_ns) + " to " + ms(p.cont_ns);
+      if (it != acts.end() && it->second.first_ns < p.stop_ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
+                                 "pause, after SIGCONT (" + pause_text + ")");
+      }
+      bool reclaimed = false;
+      for (const activation* other : by_grain[h.grain]) {
+        if (other->pid != h.pid && other->first_ns >= p.stop_ns && other->first_ns <= h.ns)
+          reclaimed = true;
+      }
+      if (reclaimed) ++r.after_resume_reclaimed;
+      if (h.epoch <= old_epoch) {
+        r.violations_a.push_back(
+            "(a) " + what + ": not a new epoch after SIGCONT (" + pause_text +
+            "; epoch before it " + std::to_string(old_epoch) +
+            (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
+      }
     }
   }
 
@@ -277,26 +362,18 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
-  // ---- failover after each kill ----
-  std::vector<fault> faults;
-  for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
-    std::istringstream in(line);
-    std::string tag;
-    fault f;
-    if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
-        (tag[0] != 'K' && tag[0] != 'S')) {
-      bad(dir / "faults.log", line);
-      continue;
-    }
-    f.tag = tag[0];
-    (f.tag == 'K' ? r.kills : r.starts)++;
-    if (f.tag == 'K') faults.push_back(f);
-  }
+  // ---- failover after each kill, clean stop and pause ----
   for (auto& [grain, list] : calls_of) {
     std::sort(list.begin(), list.end(),
               [](const call& x, const call& y) { return x.start_ns < y.start_ns; });
   }
   for (const fault& k : faults) {
+    std::vector<double>& times = k.tag == 'K'   ? r.failover_ms
+                                 : k.tag == 'T' ? r.stop_failover_ms
+                                                : r.pause_failover_ms;
+    std::size_t& unrecovered = k.tag == 'K'   ? r.failover_unrecovered
+                               : k.tag == 'T' ? r.stop_unrecovered
+                                              : r.pause_unrecovered;
     for (const auto& [grain, list] : by_grain) {
       // The grain's current activation at the kill: the newest claim whose first handler
       // started before it.
@@ -311,12 +388,12 @@ check_report check_evidence(const fs::path& dir) {
       bool recovered = false;
       for (const call& c : calls_of[grain]) {
         if (c.start_ns >= k.ns && c.outcome == "ok") {
-          r.failover_ms.push_back(static_cast<double>(c.end_ns - k.ns) / 1e6);
+          times.push_back(static_cast<double>(c.end_ns - k.ns) / 1e6);
           recovered = true;
           break;
         }
       }
-      if (!recovered) ++r.failover_unrecovered;
+      if (!recovered) ++unrecovered;
     }
   }
   return r;
@@ -343,9 +420,25 @@ std::string check_report::summary(std::size_t max_examples) const {
                 percentile(failover_ms, 50), percentile(failover_ms, 99),
                 percentile(failover_ms, 100));
   out << buf;
+  if (terms > 0 || pauses > 0) {
+    out << "clean stops " << terms << ", pauses " << pauses << "; handler starts after SIGCONT "
+        << after_resume_starts << " (" << after_resume_reclaimed
+        << " on grains claimed elsewhere meanwhile)\n";
+    for (const auto& [what, list, lost] :
+         {std::tuple{"a clean stop", &stop_failover_ms, stop_unrecovered},
+          std::tuple{"a pause", &pause_failover_ms, pause_unrecovered}}) {
+      if (list->empty() && lost == 0) continue;
+      std::snprintf(buf, sizeof buf,
+                    "failover after %s (%zu grains, %zu without a later ok call): p50 %.0f ms, "
+                    "p99 %.0f ms, max %.0f ms\n",
+                    what, list->size(), lost, percentile(*list, 50), percentile(*list, 99),
+                    percentile(*list, 100));
+      out << buf;
+    }
+  }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
-      << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << "; malformed lines "
-      << malformed.size() << "\n";
+      << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused
+      << " explained by a pause); malformed lines " << malformed.size() << "\n";
   for (const auto* list : {&violations_a, &violations_b, &overlaps_c, &violations_d, &malformed}) {
     for (std::size_t i = 0; i < list->size() && i < max_examples; ++i)
       out << "  " << (*list)[i] << "\n";

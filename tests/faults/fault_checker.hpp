@@ -16,10 +16,17 @@
 //       "possibly delivered" one at most once, every refused one (refused before delivery, or
 //       by the store) never, and nothing is applied that the driver did not send.
 //
+// After a pause (a P line, SIGSTOP, and its R line, SIGCONT, of the same process) it also
+// proves, as part of (a): the paused process started no handler after SIGCONT on a claim it had
+// activated before SIGSTOP (its old claims), and every handler it started after SIGCONT carries
+// a membership epoch greater than every epoch its handlers carried before SIGSTOP (it rejoined
+// under a new one). Overlaps (c) in which the older activation's process was paused between
+// the two first starts are counted apart as explained by the pause.
+//
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
 // each, the time from the kill to the end of the first acknowledged call to it that started
-// after the kill.
+// after the kill; the same from each clean stop (T line, SIGTERM) and each pause (P line).
 //
 // Contract: plain functions over files; call from one thread at a time per report (a report is
 // a value). Memory: every line of the run is held while checking (a minute's run: a few MB).
@@ -43,16 +50,23 @@ struct check_report {
   std::size_t applied = 0;        // A lines
   std::size_t stale_refused = 0;  // X lines: writes the store refused
   std::size_t torn_lines = 0;     // last lines without a newline (a killed writer)
-  std::size_t kills = 0, starts = 0;
+  std::size_t kills = 0, starts = 0, terms = 0, pauses = 0;
+  // Handler starts a paused process made after its SIGCONT (checked against its old claims and
+  // epochs), and how many of them were on grains a newer claim had taken meanwhile.
+  std::size_t after_resume_starts = 0, after_resume_reclaimed = 0;
   std::size_t possibly_applied = 0;  // "possibly delivered" calls that were applied (once)
   std::map<std::string, std::size_t> outcomes;  // "outcome code" -> calls, errors only
   // What broke, one line of evidence each.
   std::vector<std::string> violations_a, violations_b, overlaps_c, violations_d;
+  std::size_t overlaps_c_paused = 0;   // of overlaps_c: explained by a pause (see above)
   std::vector<std::string> malformed;  // lines that do not parse (a harness bug: fails too)
   // Failover after each kill, per grain that was on the killed process (milliseconds), and the
   // grains that had no acknowledged call after their kill before the run ended.
   std::vector<double> failover_ms;
   std::size_t failover_unrecovered = 0;
+  // The same measure from each clean stop (T) and from each pause (P).
+  std::vector<double> stop_failover_ms, pause_failover_ms;
+  std::size_t stop_unrecovered = 0, pause_unrecovered = 0;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

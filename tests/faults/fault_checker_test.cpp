@@ -54,6 +54,14 @@ std::string h(const std::string& node, int pid, std::int64_t token, std::int64_t
   return "H " + node + " " + std::to_string(pid) + " 7 " + std::to_string(token) + " " +
          std::to_string(ns) + " " + event + " " + grain + " " + std::to_string(id) + "\n";
 }
+// A handler start with its membership epoch.
+std::string he(const std::string& node, int pid, long long epoch, std::int64_t token,
+               std::int64_t ns, const std::string& event, const std::string& grain,
+               std::uint64_t id = 0) {
+  return "H " + node + " " + std::to_string(pid) + " " + std::to_string(epoch) + " " +
+         std::to_string(token) + " " + std::to_string(ns) + " " + event + " " + grain + " " +
+         std::to_string(id) + "\n";
+}
 std::string st(char tag, std::int64_t token, std::uint64_t id, const std::string& node, int pid,
                std::int64_t ns) {
   return std::string(1, tag) + " " + std::to_string(token) + " " + std::to_string(id) + " " + node +
@@ -120,6 +128,72 @@ TEST(FaultChecker, AHandlerOfAReplacedClaimIsAViolationOfAAndAnOverlap) {
   EXPECT_NE(r.violations_a[0].find("g0 token 10 on n0"), std::string::npos) << r.violations_a[0];
   EXPECT_EQ(r.overlaps_c.size(), 1u) << r.summary();
   EXPECT_FALSE(r.clean());
+}
+
+// A pause: n2 (pid 102, epoch 7) runs g1 under token 30 from 1 s, is stopped at 3 s and
+// continued at 7 s; n1 took g1 over at 5 s (token 40). After SIGCONT n2 rejoined under epoch 9
+// and activated g2 (token 50).
+void write_paused_run(evidence_dir& d) {
+  write_clean_run(d);
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 1 * k_s, "activate", "g1") +
+                                     he("n2", 102, 7, 30, 2 * k_s, "receive", "g1", 1) +
+                                     he("n2", 102, 9, 50, 8 * k_s, "activate", "g2"));
+  d.write("handlers/n1-101.log", he("n1", 101, 8, 40, 5 * k_s, "activate", "g1") +
+                                     he("n1", 101, 8, 40, 5 * k_s + 1, "receive", "g1", 2));
+  d.write("store/g1", st('O', 30, 0, "n2", 102, 1 * k_s) + st('A', 30, 1, "n2", 102, 2 * k_s) +
+                          st('O', 40, 0, "n1", 101, 5 * k_s) +
+                          st('A', 40, 2, "n1", 101, 5 * k_s + 2));
+  d.write("store/g2", st('O', 50, 0, "n2", 102, 8 * k_s));
+  d.write("calls.log",
+          c("g1", 1, 2 * k_s - 1, 2 * k_s + 5, "ok") + c("g1", 2, 3 * k_s + 1, 5 * k_s + 5, "ok"));
+  d.write("faults.log", "S n2 102 0\nP n2 102 " + std::to_string(3 * k_s) + "\nR n2 102 " +
+                            std::to_string(7 * k_s) + "\n");
+}
+
+TEST(FaultChecker, APausedProcessThatRejoinedUnderANewEpochChecksClean) {
+  evidence_dir d;
+  write_paused_run(d);
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.pauses, 1u);
+  EXPECT_EQ(r.after_resume_starts, 1u);
+  EXPECT_EQ(r.after_resume_reclaimed, 0u);  // g2 was never elsewhere
+  // The pause at 3 s hit g1 on n2; the first ok call started after it ended at 5 s.
+  ASSERT_EQ(r.pause_failover_ms.size(), 1u);
+  EXPECT_NEAR(r.pause_failover_ms[0], 2000.0, 0.01);
+}
+
+TEST(FaultChecker, AHandlerOnAnOldClaimAfterSigcontIsAViolationOfA) {
+  evidence_dir d;
+  write_paused_run(d);
+  // After SIGCONT, n2 starts a handler of its old claim of g1 (token 30), still under epoch 7.
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 7 * k_s + 1, "receive", "g1", 3));
+  d.write("calls.log", c("g1", 3, 6 * k_s, 7 * k_s + 9, "possibly", "request_timeout"));
+  const check_report r = d.check();
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.after_resume_starts, 2u);
+  EXPECT_EQ(r.after_resume_reclaimed, 1u);
+  auto has = [&](const std::string& text) {
+    for (const auto& v : r.violations_a)
+      if (v.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("activated before the pause, after SIGCONT")) << r.summary();
+  EXPECT_TRUE(has("not a new epoch after SIGCONT")) << r.summary();
+  EXPECT_TRUE(has("after g1 token 40 on n1")) << r.summary();  // and the plain (a)
+  EXPECT_EQ(r.overlaps_c.size(), 1u) << r.summary();
+  EXPECT_EQ(r.overlaps_c_paused, 1u) << r.summary();
+}
+
+TEST(FaultChecker, ANewClaimUnderTheOldEpochAfterSigcontIsAViolationOfA) {
+  evidence_dir d;
+  write_paused_run(d);
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 60, 8 * k_s + 1, "activate", "g3"));
+  d.write("store/g3", st('O', 60, 0, "n2", 102, 8 * k_s + 1));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_NE(r.violations_a[0].find("g3 token 60 epoch 7"), std::string::npos) << r.violations_a[0];
+  EXPECT_NE(r.violations_a[0].find("not a new epoch"), std::string::npos) << r.violations_a[0];
 }
 
 TEST(FaultChecker, OneClaimActivatedByTwoProcessesIsAViolationOfA) {

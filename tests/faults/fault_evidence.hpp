@@ -19,8 +19,10 @@
 //     X <token> <msg-id> <node> <pid> <ns> refused: a greater token was seen before
 //   DIR/calls.log                   the driver: a line per call, once it returned
 //     C <grain> <msg-id> <start-ns> <end-ns> <ok|refused|store_refused|possibly> <errc>
-//   DIR/faults.log                  the injector: kills and (re)starts of node processes
+//   DIR/faults.log                  the injector: faults and (re)starts of node processes
 //     K <node> <pid> <ns>   (SIGKILL sent)        S <node> <pid> <ns>   (READY seen)
+//     T <node> <pid> <ns>   (SIGTERM sent)        E <node> <pid> <ns>   (exit seen, status 0)
+//     P <node> <pid> <ns>   (stopped by SIGSTOP)  R <node> <pid> <ns>   (SIGCONT about to go)
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on
