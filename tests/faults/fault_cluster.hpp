@@ -1,0 +1,496 @@
+#pragma once
+// The fault tests' cluster (issue 20): a real etcd, N akt_fault_node processes (lease TTL 2 s)
+// hosting the counter grains, and the test process itself as a cluster member ("driver") that
+// hosts no grain and sends acknowledged tells to G grains, one thread per grain. A fault test
+// is then short: start(), start_traffic(), inject faults on a schedule with the node calls
+// below (each writes its line to faults.log), finish() (traffic stops, every node is back and
+// stops cleanly, the checker reads the evidence), expect_clean(report).
+//
+//   fault_cluster c({.title = "kill -9 under traffic"});
+//   if (!c.start()) return;
+//   c.start_traffic();
+//   c.run_for(60s, [&](auto now) { ... c.kill_nine(c.random_ready()) ... });
+//   const auto r = c.finish();
+//   c.expect_clean(r);
+//
+// Environment shared by every fault test (the defaults are CI's runs):
+//   AKT_FAULTS_GRAINS    grains the driver sends to, one thread each (50)
+//   AKT_FAULTS_PACE_MS   the pause of a grain's thread between two calls (100)
+//   AKT_FAULTS_SEED      the seed of the choice of victims (random by default; printed)
+//   AKT_FAULTS_KEEP      when set, the evidence directory is kept even when the test passes
+//
+// Contract: owner only: every member function is called from the test's main thread, which
+// started the nodes and outlives them (node_process's PR_SET_PDEATHSIG). The traffic threads
+// touch only the driver system, `sent_` (atomic, relaxed: read after they are joined) and the
+// calls.log descriptor (one write(2) per line). Failures are reported with GoogleTest's
+// ADD_FAILURE / EXPECT_*; functions that cannot go on return false. The destructor stops the
+// traffic and every process still running (SIGKILL), so an early return leaves nothing behind.
+
+#include <gtest/gtest.h>
+
+#include <akt/akt.hpp>
+#include <akt/cluster/cluster.hpp>
+#include <akt/etcd/etcd_store.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "faults/fault_checker.hpp"
+#include "faults/fault_evidence.hpp"
+#include "faults/fault_messages.hpp"
+#include "faults/fault_process.hpp"
+#include "support/etcd_process.hpp"
+#include "support/test_support.hpp"
+
+namespace akt::faults {
+
+inline long env_or(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtol(v, nullptr, 10) : fallback;
+}
+
+// How the driver counts a call's outcome (the checker's (d) holds it to this):
+//   ok            acknowledged: applied exactly once
+//   store_refused the grain ran and the fenced store refused the write (or the activation
+//                 opening the grain): never applied
+//   refused       refused before any handler ran (the refusal mark, unreachable, not_owner):
+//                 never applied
+//   possibly      anything else (connection_lost, request_timeout, a remote dead, ...): it may
+//                 have run, so it is never sent again: applied at most once
+inline const char* classify(const akt::error& e) {
+  if (!e) return "ok";
+  if (e.code() == akt::errc::invalid_argument &&
+      e.detail().find(k_store_refused) != std::string_view::npos) {
+    return "store_refused";
+  }
+  if (akt::detail::error_access::refused(e) || e.code() == akt::errc::unreachable ||
+      e.code() == akt::errc::not_owner) {
+    return "refused";
+  }
+  return "possibly";
+}
+
+// A directory for the run's evidence, on tmpfs where there is one.
+inline std::filesystem::path make_evidence_dir() {
+  namespace fs = std::filesystem;
+  fs::path base = "/dev/shm";
+  if (!fs::is_directory(base)) base = fs::temp_directory_path();
+  std::string templ = (base / "akt-faults-XXXXXX").string();
+  if (::mkdtemp(templ.data()) == nullptr) return {};
+  fs::create_directories(fs::path(templ) / "handlers");
+  fs::create_directories(fs::path(templ) / "store");
+  fs::create_directories(fs::path(templ) / "logs");
+  return templ;
+}
+
+// The resident set of a process in MiB (/proc/<pid>/status, VmRSS); -1 when it cannot be read.
+inline double rss_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+  }
+  return -1;
+}
+
+// The state letter of a process (/proc/<pid>/stat: R, S, T for stopped, ...); 0 when unknown.
+inline char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const auto close = text.rfind(')');  // the command name may hold spaces
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 0;
+}
+
+// One node name and its current process.
+struct node_slot {
+  std::string name;
+  std::unique_ptr<node_process> proc;
+  int starts = 0;
+  bool ready = false;
+};
+
+class fault_cluster {
+ public:
+  using clock = std::chrono::steady_clock;
+  static constexpr auto k_start_bound = std::chrono::seconds(60);  // a start under ASan, 2 cores
+
+  struct options {
+    std::string title;  // printed with the verdict
+    int nodes = 5;
+  };
+
+  explicit fault_cluster(options o)
+      : opt_(std::move(o)),
+        n_grains_(static_cast<int>(env_or("AKT_FAULTS_GRAINS", 50))),
+        pace_(env_or("AKT_FAULTS_PACE_MS", 100)),
+        seed_(static_cast<unsigned>(
+            env_or("AKT_FAULTS_SEED", static_cast<long>(std::random_device{}())))),
+        rng_(seed_) {}
+  ~fault_cluster() {
+    stop_traffic();
+    if (driver_) (void)driver_->stop();
+    nodes_.clear();  // each node_process SIGKILLs and reaps a process still running
+    if (faults_fd_ >= 0) ::close(faults_fd_);
+    if (calls_fd_ >= 0) ::close(calls_fd_);
+  }
+  fault_cluster(const fault_cluster&) = delete;
+  fault_cluster& operator=(const fault_cluster&) = delete;
+
+  // etcd, the nodes (until all are READY) and the driver (until it sees every node). False, with
+  // a failure reported, when the run cannot go on; skipped (GTEST_SKIP by the caller, see
+  // skipped()) when etcd is not installed.
+  bool start() {
+    if (akt::test::etcd_binary().empty()) {
+      skipped_ = true;
+      return false;
+    }
+    if (akt::error e = register_fault_messages()) {
+      ADD_FAILURE() << "register messages: " << e.message();
+      return false;
+    }
+    try {
+      etcd_ = std::make_unique<akt::test::etcd_process>();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "etcd did not start: " << e.what();
+      return false;
+    }
+    dir_ = make_evidence_dir();
+    if (dir_.empty()) {
+      ADD_FAILURE() << "no evidence directory";
+      return false;
+    }
+    std::printf("%s: evidence in %s, seed %u\n", opt_.title.c_str(), dir_.c_str(), seed_);
+    cluster_ = "faults" + std::to_string(::getpid());
+    faults_fd_ = open_append(dir_ / "faults.log");
+    calls_fd_ = open_append(dir_ / "calls.log");
+    if (faults_fd_ < 0 || calls_fd_ < 0) {
+      ADD_FAILURE() << "cannot open the evidence files under " << dir_;
+      return false;
+    }
+    nodes_.resize(static_cast<std::size_t>(opt_.nodes));
+    for (int i = 0; i < opt_.nodes; ++i) {
+      nodes_[static_cast<std::size_t>(i)].name = "n" + std::to_string(i);
+      if (!start_node(nodes_[static_cast<std::size_t>(i)])) return false;
+    }
+    if (!akt::test::eventually([&] { return poll_nodes(); }, k_start_bound)) {
+      ADD_FAILURE() << "the nodes did not all join";
+      return false;
+    }
+    return start_driver();
+  }
+  bool skipped() const noexcept { return skipped_; }
+
+  // One thread per grain: an acknowledged tell_grain (timeout 2 s) with message ids 1, 2, ...,
+  // a line in calls.log after each, then the pace.
+  void start_traffic() {
+    for (int g = 0; g < n_grains_; ++g) {
+      traffic_.emplace_back([this, g] {
+        const std::string name = "g" + std::to_string(g);
+        const akt::grain_identity id{std::string(k_counter_kind), name};
+        for (std::uint64_t msg = 1;; ++msg) {
+          const std::int64_t start = monotonic_ns();
+          const akt::error e =
+              akt::tell_grain(*driver_, id, apply_msg{msg}, {.timeout = std::chrono::seconds(2)});
+          const std::int64_t end = monotonic_ns();
+          sent_.fetch_add(1, std::memory_order_relaxed);
+          (void)append_line(calls_fd_, "C " + name + " " + std::to_string(msg) + " " +
+                                           std::to_string(start) + " " + std::to_string(end) + " " +
+                                           classify(e) + " " +
+                                           std::string(akt::to_string(e.code())));
+          std::unique_lock<std::mutex> lock(stop_mutex_);
+          if (stop_cv_.wait_for(lock, pace_, [&] { return stop_; })) return;
+        }
+      });
+    }
+  }
+
+  // Runs `fault` every 50 ms (the injector's tick) for `length`, noting the nodes that became
+  // ready in between and sampling memory at the start, middle and end. `fault` returns false to
+  // end the run early (a failure it reported).
+  void run_for(std::chrono::milliseconds length, const std::function<bool()>& fault) {
+    sample_rss();
+    const auto end = clock::now() + length;
+    const auto middle = clock::now() + length / 2;
+    bool sampled_middle = false;
+    while (clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      (void)poll_nodes();
+      if (!sampled_middle && clock::now() >= middle) {
+        sampled_middle = true;
+        sample_rss();
+      }
+      if (!fault()) break;
+    }
+    sample_rss();
+  }
+
+  // ---- the nodes ----
+  std::vector<node_slot>& nodes() noexcept { return nodes_; }
+  std::mt19937& rng() noexcept { return rng_; }
+  unsigned seed() const noexcept { return seed_; }
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+  int kills() const noexcept { return kills_; }
+  int terms() const noexcept { return terms_; }
+  int pauses() const noexcept { return pauses_; }
+
+  // A ready node chosen at random (not `except`); null when none.
+  node_slot* random_ready(const node_slot* except = nullptr) {
+    std::vector<node_slot*> up;
+    for (node_slot& s : nodes_)
+      if (s.ready && &s != except) up.push_back(&s);
+    if (up.empty()) return nullptr;
+    return up[std::uniform_int_distribution<std::size_t>(0, up.size() - 1)(rng_)];
+  }
+
+  // Starts (again) the node of slot s under its name; it is ready once poll_nodes saw READY.
+  bool start_node(node_slot& s) {
+    std::string why;
+    const std::filesystem::path log =
+        dir_ / "logs" / (s.name + "-" + std::to_string(s.starts++) + ".log");
+    s.ready = false;
+    s.proc = node_process::start({AKT_FAULT_NODE_PATH, "--etcd", etcd_->endpoint(), "--cluster",
+                                  cluster_, "--node", s.name, "--dir", dir_.string(), "--ttl", "2"},
+                                 log, why);
+    if (!s.proc) ADD_FAILURE() << s.name << ": " << why;
+    return s.proc != nullptr;
+  }
+
+  // Notes the nodes that became ready (an S line each); a node that exited instead is reported
+  // and started again. True when every node is ready.
+  bool poll_nodes() {
+    bool all = true;
+    for (node_slot& s : nodes_) {
+      if (s.ready || !s.proc) {  // no process: its start failed (reported), or it is stopped
+        all = all && s.ready;
+        continue;
+      }
+      if (s.proc->ready()) {
+        s.ready = true;
+        fault_line('S', s);
+        continue;
+      }
+      all = false;
+      if (int status = 0; s.proc->exited(&status)) {
+        ADD_FAILURE() << s.name << " exited before READY (status " << status
+                      << "): " << s.proc->log_text(3000);
+        (void)start_node(s);
+      }
+    }
+    return all;
+  }
+
+  // SIGKILL (a K line), then started again at once under the same name (its start waits until
+  // the old lease expired).
+  bool kill_nine(node_slot& s) {
+    fault_line('K', s);
+    s.proc->kill_nine();
+    ++kills_;
+    return start_node(s);
+  }
+
+  // A clean stop: SIGTERM (a T line), and the exit within `bound`, which must be 0 (an E line);
+  // the slot has no ready process after it. False, with a failure reported, otherwise.
+  bool terminate(node_slot& s, std::chrono::milliseconds bound) {
+    fault_line('T', s);
+    s.ready = false;
+    s.proc->ask_to_stop();
+    ++terms_;
+    const int status = s.proc->finish(bound);
+    if (status != 0) {
+      ADD_FAILURE() << s.name << " did not stop cleanly after SIGTERM (status " << status
+                    << "): " << s.proc->log_text(3000);
+      return false;
+    }
+    fault_line('E', s);
+    return true;
+  }
+
+  // SIGSTOP; the P line is written once the process shows as stopped (every later handler start
+  // of it is after SIGCONT). False when it did not stop within a second.
+  bool pause(node_slot& s) {
+    ::kill(s.proc->pid(), SIGSTOP);
+    ++pauses_;
+    const bool stopped = akt::test::eventually([&] { return process_state(s.proc->pid()) == 'T'; },
+                                               std::chrono::milliseconds(1000));
+    fault_line('P', s);
+    if (!stopped) ADD_FAILURE() << s.name << " did not stop on SIGSTOP";
+    return stopped;
+  }
+  // The R line, then SIGCONT.
+  void resume(node_slot& s) {
+    fault_line('R', s);
+    ::kill(s.proc->pid(), SIGCONT);
+  }
+
+  // Waits until slot s is ready (polling every node meanwhile); false after `bound`.
+  bool wait_ready(node_slot& s, std::chrono::milliseconds bound) {
+    return akt::test::eventually(
+        [&] {
+          (void)poll_nodes();
+          return s.ready;
+        },
+        bound);
+  }
+
+  // ---- the end ----
+
+  // Stops the traffic and the driver, waits until every node is back, stops each with SIGTERM
+  // (each must exit 0), stops etcd, and checks the evidence; prints the verdict.
+  check_report finish() {
+    stop_traffic();
+    if (driver_) {
+      EXPECT_TRUE(driver_->stop());
+    }
+    driver_.reset();
+    EXPECT_TRUE(akt::test::eventually([&] { return poll_nodes(); }, k_start_bound))
+        << "a restarted node did not join";
+    for (node_slot& s : nodes_)
+      if (s.proc) s.proc->ask_to_stop();
+    for (node_slot& s : nodes_) {
+      if (!s.proc) continue;
+      const int status = s.proc->finish(std::chrono::seconds(30));
+      EXPECT_EQ(status, 0) << s.name << " did not stop cleanly: " << s.proc->log_text(3000);
+    }
+    etcd_.reset();
+    check_report r = check_evidence(dir_);
+    std::cout << opt_.title << ": " << opt_.nodes << " nodes, " << n_grains_ << " grains, "
+              << kills_ << " kills, " << terms_ << " clean stops, " << pauses_ << " pauses, seed "
+              << seed_ << "\n"
+              << r.summary();
+    std::cout << "RSS MiB at start / middle / end (#: the process's start count of its name):";
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      std::cout << " " << nodes_[i].name << " " << rss_[i] << ";";
+    std::cout << " driver " << (rss_.empty() ? std::string() : rss_.back()) << "\n" << std::flush;
+    return r;
+  }
+
+  // What every fault test expects of its report: every call in calls.log, the fault counts as
+  // injected, something acknowledged and checked, no violation of (a), (b), (d) and no malformed
+  // line. Removes the evidence when all passed (unless AKT_FAULTS_KEEP), else prints where it is.
+  void expect_clean(const check_report& r) {
+    EXPECT_EQ(r.calls, static_cast<std::size_t>(sent_.load())) << "every call is in calls.log";
+    EXPECT_EQ(r.kills, static_cast<std::size_t>(kills_));
+    EXPECT_EQ(r.terms, static_cast<std::size_t>(terms_));
+    EXPECT_EQ(r.pauses, static_cast<std::size_t>(pauses_));
+    EXPECT_GT(r.ok, 0u);
+    EXPECT_GT(r.handler_starts, 0u);
+    EXPECT_TRUE(r.violations_a.empty()) << r.summary();
+    EXPECT_TRUE(r.violations_b.empty()) << r.summary();
+    EXPECT_TRUE(r.violations_d.empty()) << r.summary();
+    EXPECT_TRUE(r.malformed.empty()) << r.summary();
+  }
+  // Call last: removes the evidence when the test passed (unless AKT_FAULTS_KEEP).
+  void keep_or_remove_evidence(const check_report& r) {
+    if (r.clean() && !::testing::Test::HasFailure() && std::getenv("AKT_FAULTS_KEEP") == nullptr) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    } else {
+      std::cout << "evidence kept in " << dir_.string() << "\n";
+    }
+  }
+
+ private:
+  bool start_driver() {
+    using namespace std::chrono_literals;
+    akt::system_config cfg;
+    cfg.workers = 2;
+    cfg.shutdown_timeout = 10s;
+    akt::remote_config rc;
+    rc.heartbeat_interval = 100ms;
+    rc.node_lost_after = 2s;
+    rc.reconnect_min = 10ms;
+    rc.reconnect_max = 200ms;
+    cfg.remote = rc;
+    akt::cluster_config cc;
+    cc.cluster_name = cluster_;
+    cc.node_name = "driver";
+    akt::etcd::etcd_options eo;
+    eo.endpoints = {etcd_->endpoint()};
+    eo.call_timeout = 1000ms;
+    cc.store = akt::etcd::provider(eo);
+    cc.lease_ttl = 2s;
+    cc.fence_margin = 300ms;
+    cfg.cluster = cc;  // grain_kinds empty: every grain is claimed for, and runs on, a node
+    driver_ = std::make_unique<akt::actor_system>("driver", cfg);
+    if (!driver_->start()) {
+      ADD_FAILURE() << "the driver did not start";
+      return false;
+    }
+    if (!akt::test::eventually(
+            [&] { return akt::cluster::members(*driver_).size() == nodes_.size() + 1; },
+            std::chrono::duration_cast<std::chrono::milliseconds>(k_start_bound))) {
+      ADD_FAILURE() << "the driver does not see every node";
+      return false;
+    }
+    return true;
+  }
+
+  void stop_traffic() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mutex_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    for (auto& t : traffic_) t.join();  // each returns within a call's timeout
+    traffic_.clear();
+  }
+
+  void fault_line(char tag, const node_slot& s) {
+    (void)append_line(faults_fd_, std::string(1, tag) + " " + s.name + " " +
+                                      std::to_string(s.proc->pid()) + " " +
+                                      std::to_string(monotonic_ns()));
+  }
+
+  // The memory of each node process (and of this one, the driver): a process started again
+  // starts small, so each sample names the process's start count.
+  void sample_rss() {
+    rss_.resize(nodes_.size() + 1);
+    char buf[64];
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const node_slot& s = nodes_[i];
+      std::snprintf(buf, sizeof buf, "%s%.0f (#%d)", rss_[i].empty() ? "" : " / ",
+                    s.proc ? rss_mib(s.proc->pid()) : -1.0, s.starts);
+      rss_[i] += buf;
+    }
+    std::snprintf(buf, sizeof buf, "%s%.0f", rss_.back().empty() ? "" : " / ", rss_mib(::getpid()));
+    rss_.back() += buf;
+  }
+
+  const options opt_;
+  const int n_grains_;
+  const std::chrono::milliseconds pace_;
+  const unsigned seed_;
+  std::mt19937 rng_;
+  bool skipped_ = false;
+  std::unique_ptr<akt::test::etcd_process> etcd_;
+  std::filesystem::path dir_;
+  std::string cluster_;
+  int faults_fd_ = -1, calls_fd_ = -1;
+  std::vector<node_slot> nodes_;
+  std::unique_ptr<akt::actor_system> driver_;
+  std::vector<std::thread> traffic_;
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;          // guarded by stop_mutex_
+  std::atomic<long> sent_{0};  // traffic threads add; read after they are joined
+  int kills_ = 0, terms_ = 0, pauses_ = 0;
+  std::vector<std::string> rss_;  // per node, then the driver
+};
+
+}  // namespace akt::faults
