@@ -1,0 +1,92 @@
+// A rolling restart under traffic (issue 20, "clean shutdown and rolling restart"): the fault
+// cluster (fault_cluster.hpp: a real etcd, five akt_fault_node processes with lease TTL 2 s, and
+// this process as a driver sending acknowledged tells to 50 grains). Each node in turn gets
+// SIGTERM, must exit 0, and is started again under its name once it exited; when it is READY
+// again and a second has passed, the next node goes. Rounds over the five nodes go on until the
+// run's length has passed (at least one full round). The checker (fault_checker.hpp) proves
+// (a), (b) and (d) from the evidence; the test also counts the calls that ended in an error and
+// reports them against what the guide promises a caller of a rolling restart
+// (docs/guide/07-cluster.md, "What a caller sees": no error; see the KNOWN FINDING below).
+//
+// Environment (for soaks; the defaults are CI's run), besides fault_cluster.hpp's:
+//   AKT_FAULTS_SECONDS   how long the rounds go on (40; the last round is finished)
+//   AKT_FAULTS_STRICT    when set to 1, asserts the guide's "no error" (fails today)
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "faults/fault_cluster.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using akt::faults::env_or;
+using akt::faults::fault_cluster;
+using akt::faults::node_slot;
+
+TEST(Faults, RollingRestartLosesNothing) {
+  const auto length = std::chrono::seconds(env_or("AKT_FAULTS_SECONDS", 40));
+  fault_cluster c({.title = "rolling restart under traffic, rounds for " +
+                            std::to_string(length.count()) + " s"});
+  if (!c.start()) {
+    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
+    return;
+  }
+  c.start_traffic();
+
+  const std::size_t n = c.nodes().size();
+  const auto end = fault_cluster::clock::now() + length;
+  auto next_at = fault_cluster::clock::now() + 2s;  // the traffic settles first
+  std::size_t restarts = 0;
+  node_slot* restarting = nullptr;
+  // The cap only bounds a round that never finishes (a node that does not join again).
+  c.run_for(length + 120s, [&] {
+    const auto now = fault_cluster::clock::now();
+    if (restarting != nullptr) {
+      if (!restarting->ready) return true;
+      restarting = nullptr;
+      ++restarts;
+      next_at = now + 1s;
+      return true;
+    }
+    if (now < next_at) return true;
+    if (now >= end && restarts > 0 && restarts % n == 0) return false;  // rounds done
+    node_slot& s = c.nodes()[restarts % n];
+    if (!c.terminate(s, 30s) || !c.start_node(s)) return false;  // reported
+    restarting = &s;
+    return true;
+  });
+
+  const akt::faults::check_report r = c.finish();
+  c.expect_clean(r);
+  EXPECT_GE(restarts, n) << "not one full round";
+  EXPECT_EQ(r.kills, 0u);
+  // The calls that ended in an error, by outcome and code (the checker's (d) already proved
+  // that none of them was lost or applied twice, and that every ok one was applied once).
+  const std::size_t errors = r.refused + r.store_refused + r.possibly;
+  std::cout << "rolling restart: " << restarts << " restarts (" << restarts / n
+            << " rounds); calls ended in an error: " << errors << " (" << r.refused << " refused, "
+            << r.store_refused << " refused by the store, " << r.possibly
+            << " possibly delivered)\n";
+  EXPECT_EQ(r.store_refused, 0u) << r.summary();
+  EXPECT_EQ(r.possibly_applied, 0u) << "a call that failed in a clean stop ran: " << r.summary();
+  // KNOWN FINDING (issue 20, see docs/reliability.md, "Rolling restart"): the guide promises a
+  // caller of a rolling restart "no error" (docs/guide/07-cluster.md, "What a caller sees": the
+  // stopping node refuses before any handler runs and the caller's node sends once more). The
+  // runs show a few calls, sent in the first ~50 ms after SIGTERM to the grain's node, ending
+  // in `grain_kind_unknown` (not marked refused, so not sent again) or a marked
+  // `system_shutting_down` that reached the caller. Until akt hides them, this holds the errors
+  // to those two codes (none applied, above); AKT_FAULTS_STRICT=1 asserts the guide's promise.
+  if (env_or("AKT_FAULTS_STRICT", 0) != 0) {
+    EXPECT_EQ(errors, 0u) << "the guide promises no error in a rolling restart: " << r.summary();
+  } else {
+    for (const auto& [what, count] : r.outcomes) {
+      EXPECT_TRUE(what == "refused system_shutting_down" || what == "possibly grain_kind_unknown")
+          << what << " x" << count << " in a rolling restart: " << r.summary();
+    }
+  }
+  c.keep_or_remove_evidence(r);
+}
+
+}  // namespace
