@@ -236,6 +236,8 @@ result<void> actor_system::stop() {
   std::vector<std::string> problems;
   bool timed_out = false;
   if (state == detail::run_state::running && !core_->crashing()) {
+    // 0. The cluster: no new grains here, and the others are told this node is leaving.
+    if (auto* c = core_->cluster()) c->begin_leave();
     // 1. Shutdown hooks, in order, while actors still run (a hook may still talk to them).
     std::vector<detail::system_core::shutdown_hook> hooks;
     {

@@ -2,13 +2,13 @@
 // The actor layer's seam to the cluster module, which sits above it (as remote_hooks.hpp is to
 // the remote module): the cluster module installs its factory before main (including
 // <akt/cluster/cluster.hpp> links it); actor_system::start builds the extension after remoting
-// started when the config has a cluster section, and stop() calls it at two points.
+// started when the config has a cluster section, and stop() calls it at three points.
 //
 // Contract: one extension per system; start() builds it and calls nothing else on it before it
-// returns; leave() and shut_down() are called once each, by stop(), in that order, from the
-// stopping thread; claim_name() and release_name() by the spawn and stop paths of top-level
-// actors whose name claims_cluster_name() accepts, from any thread, until the core is destroyed
-// (after leave() they only refuse or do nothing). Destroyed with the system's core.
+// returns; begin_leave(), leave() and shut_down() are called at most once each, by stop(), in
+// that order, from the stopping thread; claim_name() and release_name() by the spawn and stop paths
+// of top-level actors whose name claims_cluster_name() accepts, from any thread, until the core is
+// destroyed (after leave() they only refuse or do nothing). Destroyed with the system's core.
 
 #include <chrono>
 #include <memory>
@@ -27,6 +27,10 @@ class system_core;
 class cluster_extension {
  public:
   virtual ~cluster_extension() = default;
+  // stop(), first (before the shutdown hooks): the node takes no new grains from now on and
+  // tells the others it is leaving (its member record says so, without waiting for the store),
+  // so that their placements stop choosing it while its grains deactivate.
+  virtual void begin_leave() noexcept {}
   // stop(), after the grains deactivated and before the actors stop and remoting closes: leave
   // the cluster (revoke the lease, so that the node's keys vanish at once and the others see it
   // leave while its connections still answer).

@@ -133,6 +133,10 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   std::uint64_t next_turn() noexcept { return turn_.fetch_add(1, std::memory_order_relaxed); }
 
   // cluster_extension
+  void begin_leave() noexcept override {
+    registry_->begin_shutdown();
+    membership_->announce_leaving();
+  }
   void leave(std::chrono::steady_clock::time_point deadline,
              std::vector<std::string>& problems) noexcept override {
     try {

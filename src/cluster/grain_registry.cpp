@@ -308,9 +308,10 @@ std::optional<member> grain_registry::choose_node(const grain_identity& id,
   if (strategy == grain_placement_strategy::local && self_fits) return self;
   std::vector<member> candidates;
   for (member& m : membership_.members()) {
-    const bool fits = m.name == node_
-                          ? self_fits
-                          : has(m.grain_kinds, id.kind) && (role.empty() || has(m.roles, role));
+    // A member whose record says it is leaving takes no new grains (it would refuse them).
+    const bool fits = m.name == node_ ? self_fits
+                                      : !m.leaving && has(m.grain_kinds, id.kind) &&
+                                            (role.empty() || has(m.roles, role));
     if (!fits) continue;
     if (m.name != node_) {
       candidates.push_back(std::move(m));
@@ -385,7 +386,9 @@ result<std::int64_t> grain_registry::admit(const grain_identity& id) {
   }
   auto settings = akt::detail::grain_kind_settings(akt::detail::core_of(sys_), id.kind);
   if (!settings)
-    return error(errc::grain_kind_unknown, "this node does not host grain kind " + id.kind);
+    // Marked: nothing ran and nothing left this node (a caller counts it as not delivered).
+    return akt::detail::error_access::mark_refused(
+        error(errc::grain_kind_unknown, "this node does not host grain kind " + id.kind));
   if (error e = pass_barrier()) return e;
   // A message routed by a claim another node made for this one: adopt that claim, never make
   // a new one for it.
@@ -526,15 +529,20 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
       if (at.token != 0 && !release_claim(id, at.token)) return std::nullopt;
     } else if (code == errc::unreachable && !refused) {
       // (b) Never written, and membership confirms the owner's node left. While it is still a
-      // member (it may only be unreachable from here) its entry stays.
+      // member under the lease the claim is on (it may only be unreachable from here) its
+      // entry stays; a process of the same name under another lease is another node, which
+      // never holds this claim (it joined after the old lease, and the claim with it, ended).
       std::string owner;
+      lease_id owner_lease = 0;
       {
         shard& sh = shard_of(id);
         std::lock_guard<std::mutex> lock(sh.m);
-        if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == at.token)
+        if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == at.token) {
           owner = c->second.node;
+          owner_lease = c->second.lease;
+        }
       }
-      if (!owner.empty() && membership_.is_member(owner)) return std::nullopt;
+      if (!owner.empty() && membership_.is_member(owner, owner_lease)) return std::nullopt;
       if (at.token != 0 && !release_claim(id, at.token)) return std::nullopt;
     } else {
       return std::nullopt;  // connection_lost, dead, request_timeout, handler errors: kept

@@ -284,6 +284,20 @@ void membership::send_keep_alive(std::int64_t now) {
   });
 }
 
+void membership::announce_leaving() {
+  std::vector<store_op> ops;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (lease_ == 0 || leaving_ || self_.leaving) return;
+    self_.leaving = true;  // every later write of the record says so too (update_load, leave)
+    ops.push_back(store_op::update_if_created_at(member_key(settings_.cluster, settings_.node),
+                                                 encode_member(self_), lease_, record_revision_));
+  }
+  // Not waited for, and nothing to do with the answer: a load update in flight may land after
+  // it without the mark, but the next one (grains deactivate) and leave() write it again.
+  store_->commit(std::move(ops), [](result<std::vector<op_outcome>>) {});
+}
+
 void membership::update_load() {
   const std::uint64_t load = listener_.load();
   std::vector<store_op> ops;

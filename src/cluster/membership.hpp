@@ -78,6 +78,10 @@ class membership final : public akt::detail::grain_fence {
   // and starts the watch and the ticker. Errors: cluster_unavailable, invalid_cluster_config
   // (the name is held by a live member).
   result<void> join();
+  // The node began to stop: its record says leaving=1 from now on (written without waiting, best
+  // effort: the others' placements skip a leaving member; leave() writes it again before the
+  // revoke). Once, from the stopping thread.
+  void announce_leaving();
   // Revokes the lease (the record vanishes at once), waiting for the store until deadline.
   void leave(std::chrono::steady_clock::time_point deadline, std::vector<std::string>& problems);
   // Ends the ticker, the watch and the store connection. Idempotent.
