@@ -182,13 +182,14 @@ grain_place grain_registry::remote_place(const grain_identity& id, const owner_e
   return at;
 }
 
-grain_place grain_registry::place_locked(shard& sh, const grain_identity& id, owner_entry* make) {
+grain_place grain_registry::place_locked(shard& sh, const grain_identity& id, const id_view& v,
+                                         owner_entry* make) {
   grain_place at;
-  if (auto h = sh.held.find(view(id)); h != sh.held.end()) {
+  if (auto h = sh.held.find(v); h != sh.held.end()) {
     at.token = h->second;
     return at;  // local: this node holds the claim
   }
-  if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.node != node_) {
+  if (auto c = sh.cache.find(v); c != sh.cache.end() && c->second.node != node_) {
     if (c->second.proxy || make == nullptr) {
       if (!c->second.proxy) c->second.proxy = remote_place(id, c->second).target;
       at.at = c->second.proxy ? grain_place::where::remote : grain_place::where::claim;
@@ -206,10 +207,11 @@ grain_place grain_registry::place_locked(shard& sh, const grain_identity& id, ow
 
 grain_place grain_registry::place(const grain_identity& id) {
   owner_entry make;
-  shard& sh = shard_of(id);
+  const id_view v = view(id);  // hashed once: the shard, then the bucket
+  shard& sh = shard_of(v);
   {
     std::lock_guard<std::mutex> lock(sh.m);
-    grain_place at = place_locked(sh, id, &make);
+    grain_place at = place_locked(sh, id, v, &make);
     if (at.at != grain_place::where::remote || at.target) return at;
   }
   // The first send to this claim: its proxy (remoting's locks, not the registry's), kept in the
@@ -217,7 +219,7 @@ grain_place grain_registry::place(const grain_identity& id) {
   grain_place at = remote_place(id, make);
   if (at.at == grain_place::where::remote) {
     std::lock_guard<std::mutex> lock(sh.m);
-    if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == make.token)
+    if (auto c = sh.cache.find(v); c != sh.cache.end() && c->second.token == make.token)
       c->second.proxy = at.target;
   }
   return at;
@@ -584,9 +586,10 @@ std::optional<grain_place> grain_registry::resend_place(const grain_identity& id
     return remote_place(id, e);
   }
   if ((*owner)->node == node_) {
-    shard& sh = shard_of(id);
+    const id_view v = view(id);
+    shard& sh = shard_of(v);
     std::lock_guard<std::mutex> lock(sh.m);
-    return place_locked(sh, id);
+    return place_locked(sh, id, v);
   }
   if ((*owner)->token == at.token && at.at == grain_place::where::remote)
     return std::nullopt;  // the same claim that just failed: nothing new to try

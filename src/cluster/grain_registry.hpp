@@ -112,9 +112,11 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
     pid proxy;           // the owner's grain proxy for this claim, made on first use
   };
   // The maps are keyed by "kind/name" and looked up by the identity's two parts, so that a send
-  // builds no string (id_view): hashing and comparing treat the parts as joined by '/'.
+  // builds no string (id_view): hashing and comparing treat the parts as joined by '/'. A view
+  // carries its hash, computed once (view()): it picks the shard and the bucket both.
   struct id_view {
     std::string_view kind, name;
+    std::size_t hash = 0;
   };
   struct id_hash {
     using is_transparent = void;
@@ -128,8 +130,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
     std::size_t operator()(const std::string& s) const noexcept {
       return (*this)(std::string_view(s));
     }
-    std::size_t operator()(const id_view& v) const noexcept {
-      return mix(mix(mix(14695981039346656037ull, v.kind), "/"), v.name);
+    std::size_t operator()(const id_view& v) const noexcept { return v.hash; }
+    static std::size_t of(std::string_view kind, std::string_view name) noexcept {
+      return mix(mix(mix(14695981039346656037ull, kind), "/"), name);
     }
   };
   struct id_eq {
@@ -144,7 +147,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   };
   template <class T>
   using id_map = std::unordered_map<std::string, T, id_hash, id_eq>;
-  static id_view view(const grain_identity& id) noexcept { return {id.kind, id.name}; }
+  static id_view view(const grain_identity& id) noexcept {
+    return {id.kind, id.name, id_hash::of(id.kind, id.name)};
+  }
   class watcher;
 
   // One conditional write through the batcher, waited for (at most k_wait).
@@ -155,7 +160,7 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Under sh.m (sh: id's shard); a remote answer without its proxy yet leaves `make` set (made
   // outside the lock by place()).
   struct shard;
-  akt::detail::grain_place place_locked(shard& sh, const grain_identity& id,
+  akt::detail::grain_place place_locked(shard& sh, const grain_identity& id, const id_view& v,
                                         owner_entry* make = nullptr);
   akt::detail::grain_place remote_place(const grain_identity& id, const owner_entry& e);
   // Compare-and-delete of id's claim at token, with its rounds; true when it is gone.
@@ -201,9 +206,8 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
     id_map<owner_entry> cache;  // guarded by m: kind/name -> owner
   };
   static constexpr std::size_t k_shards = 16;  // bounds lock contention between sending threads
-  shard& shard_of(const grain_identity& id) noexcept {
-    return shards_[id_hash{}(view(id)) % k_shards];
-  }
+  shard& shard_of(const id_view& v) noexcept { return shards_[v.hash % k_shards]; }
+  shard& shard_of(const grain_identity& id) noexcept { return shard_of(view(id)); }
   std::array<shard, k_shards> shards_;
 
   mutable std::mutex mutex_;  // guards what follows (and is taken before a shard's)

@@ -229,7 +229,12 @@ class fault_cluster {
     const auto middle = clock::now() + length / 2;
     bool sampled_middle = false;
     while (clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      {
+        // The injector's tick: a bounded wait on the traffic's stop (a driver thread that failed
+        // ends the run early), not a fixed sleep.
+        std::unique_lock<std::mutex> lock(stop_mutex_);
+        if (stop_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_; })) break;
+      }
       (void)poll_nodes();
       if (!sampled_middle && clock::now() >= middle) {
         sampled_middle = true;
