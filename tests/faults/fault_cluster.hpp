@@ -18,6 +18,7 @@
 //   AKT_FAULTS_PACE_MS   the pause of a grain's thread between two calls (100)
 //   AKT_FAULTS_SEED      the seed of the choice of victims (random by default; printed)
 //   AKT_FAULTS_KEEP      when set, the evidence directory is kept even when the test passes
+//   AKT_FAULTS_RSS_EVERY_S  a memory sample of every process each that many seconds (soaks)
 //
 // Contract: owner only: every member function is called from the test's main thread, which
 // started the nodes and outlives them (node_process's PR_SET_PDEATHSIG). The traffic threads
@@ -228,6 +229,10 @@ class fault_cluster {
     const auto end = clock::now() + length;
     const auto middle = clock::now() + length / 2;
     bool sampled_middle = false;
+    // AKT_FAULTS_RSS_EVERY_S: a soak's memory series, a sample every that many seconds besides
+    // the start, middle and end (0: none).
+    const auto rss_every = std::chrono::seconds(env_or("AKT_FAULTS_RSS_EVERY_S", 0));
+    auto next_rss = clock::now() + rss_every;
     while (clock::now() < end) {
       {
         // The injector's tick: a bounded wait on the traffic's stop (a driver thread that failed
@@ -238,6 +243,10 @@ class fault_cluster {
       (void)poll_nodes();
       if (!sampled_middle && clock::now() >= middle) {
         sampled_middle = true;
+        sample_rss();
+      }
+      if (rss_every.count() > 0 && clock::now() >= next_rss) {
+        next_rss += rss_every;
         sample_rss();
       }
       if (!fault()) break;
@@ -378,7 +387,8 @@ class fault_cluster {
               << kills_ << " kills, " << terms_ << " clean stops, " << pauses_ << " pauses, seed "
               << seed_ << "\n"
               << r.summary();
-    std::cout << "RSS MiB at start / middle / end (#: the process's start count of its name):";
+    std::cout << "RSS MiB at start / middle / end, and every AKT_FAULTS_RSS_EVERY_S when set (#: "
+                 "the process's start count of its name):";
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       std::cout << " " << nodes_[i].name << " " << rss_[i] << ";";
     std::cout << " driver " << (rss_.empty() ? std::string() : rss_.back()) << "\n" << std::flush;

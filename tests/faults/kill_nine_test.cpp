@@ -10,10 +10,15 @@
 // Environment (for soaks; the defaults are CI's run), besides fault_cluster.hpp's:
 //   AKT_FAULTS_SECONDS   how long the traffic and the kills run (60)
 //   AKT_FAULTS_KILL_MS   the time between two kills (4000)
+//   AKT_FAULTS_SPARE     a node never killed (e.g. n0; none by default): the soak's memory bound
+//                        is read on it, a process that lives the whole run (every other one is
+//                        started again, small, after each kill)
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "faults/fault_cluster.hpp"
 
@@ -32,6 +37,13 @@ TEST(Faults, KillNineUnderTraffic) {
     if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
     return;
   }
+  const char* spare_name = std::getenv("AKT_FAULTS_SPARE");
+  const akt::faults::node_slot* spare = nullptr;
+  for (const akt::faults::node_slot& s : c.nodes())
+    if (spare_name != nullptr && s.name == spare_name) spare = &s;
+  if (spare_name != nullptr && *spare_name != 0) {
+    ASSERT_NE(spare, nullptr) << "AKT_FAULTS_SPARE names no node: " << spare_name;
+  }
   c.start_traffic();
 
   // Every kill_every, SIGKILL to a ready node, started again at once.
@@ -39,7 +51,7 @@ TEST(Faults, KillNineUnderTraffic) {
   c.run_for(run_for, [&] {
     if (fault_cluster::clock::now() < next_kill) return true;
     next_kill = fault_cluster::clock::now() + kill_every;
-    akt::faults::node_slot* victim = c.random_ready();
+    akt::faults::node_slot* victim = c.random_ready(spare);
     return victim == nullptr || c.kill_nine(*victim);  // a failed start is reported
   });
 
