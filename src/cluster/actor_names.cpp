@@ -54,16 +54,8 @@ void actor_names::log_warning(const std::string& text) const {
 }
 
 result<op_outcome> actor_names::write(store_op op) {
-  return await_store<op_outcome>(
-      [&](store_callback<op_outcome> done) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (closed_ || !batcher_) {
-          done(error(errc::system_shutting_down, "the node left the cluster"));
-          return;
-        }
-        batcher_->submit(std::move(op), std::move(done));
-      },
-      k_wait);
+  return await_batched(std::move(op), mutex_, closed_, batcher_, "the node left the cluster",
+                       k_wait);
 }
 
 error actor_names::claim(std::string_view name_view, const void* owner) {

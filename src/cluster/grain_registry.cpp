@@ -269,16 +269,7 @@ void grain_registry::cache_locked(shard& sh, const std::string& key, owner_entry
 }
 
 result<op_outcome> grain_registry::write(store_op op) {
-  return await_store<op_outcome>(
-      [&](store_callback<op_outcome> done) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (closed_ || !batcher_) {
-          done(error(errc::system_shutting_down, "the registry is closed"));
-          return;
-        }
-        batcher_->submit(std::move(op), std::move(done));
-      },
-      k_wait);
+  return await_batched(std::move(op), mutex_, closed_, batcher_, "the registry is closed", k_wait);
 }
 
 error grain_registry::pass_barrier() {

@@ -5,9 +5,12 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <utility>
 
 #include "akt/cluster/store.hpp"
+#include "cluster/claim_batcher.hpp"
 
 namespace akt::cluster::detail {
 
@@ -24,6 +27,25 @@ result<T> await_store(F&& start, std::chrono::nanoseconds limit) {
     return error(errc::cluster_registry_timeout, "the store did not answer");
   }
   return f.get();
+}
+
+// One conditional write through an owner's claim batcher, waited for (at most `limit`): the
+// owner's `m` guards the batcher's lifetime (reset on close, `closed` set), so the submission
+// cannot race with the batcher's destruction; a closed owner answers system_shutting_down with
+// `closed_why`. Never called from a dispatcher worker (it blocks).
+inline result<op_outcome> await_batched(store_op op, std::mutex& m, const bool& closed,
+                                        const std::unique_ptr<claim_batcher>& batcher,
+                                        const char* closed_why, std::chrono::nanoseconds limit) {
+  return await_store<op_outcome>(
+      [&](store_callback<op_outcome> done) {
+        std::lock_guard<std::mutex> lock(m);
+        if (closed || !batcher) {
+          done(error(errc::system_shutting_down, closed_why));
+          return;
+        }
+        batcher->submit(std::move(op), std::move(done));
+      },
+      limit);
 }
 
 }  // namespace akt::cluster::detail
