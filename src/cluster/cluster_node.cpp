@@ -291,6 +291,9 @@ result<pid> spawn_on(actor_system& sys, std::string_view kind, std::string_view 
   if (n == nullptr) return error(errc::invalid_argument, "the system has no cluster section");
   if (akt::detail::on_worker_thread()) return errc::blocking_on_worker;
   std::vector<member> candidates = n->members().members();  // sorted by name
+  // A member whose record says it is leaving is stopping: an actor placed there would stop with
+  // it at once (or be refused), as a grain would (grain_registry::choose_node skips it too).
+  std::erase_if(candidates, [](const member& m) { return m.leaving; });
   if (!options.role.empty()) {
     std::erase_if(candidates, [&](const member& m) {
       return std::find(m.roles.begin(), m.roles.end(), options.role) == m.roles.end();

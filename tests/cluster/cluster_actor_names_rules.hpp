@@ -262,4 +262,45 @@ inline void SpawnOnPlacesARegisteredKindRoundRobinAndTheNameIsClaimed(const grai
   EXPECT_EQ(no_kind.code(), errc::invalid_argument) << no_kind.error().message();
 }
 
+// A member whose record says it is leaving (it began to stop) gets no actor from spawn_on, by
+// any placement: it would stop with it. The record is marked by hand here (a stop marks it and
+// goes on at once, too fast to place anything in between).
+inline void SpawnOnSkipsAMemberThatIsLeaving(const grain_backend& b) {
+  akt::testkit::local_cluster c(3, options(b));
+  ASSERT_TRUE(c.start());
+  const std::string key = "/akt/" + b.cluster + "/v1/members/node-2";
+  auto r = read_key(b, c, key);
+  ASSERT_TRUE(r && r->kvs.size() == 1) << "node-2's record";
+  const akt::cluster::key_value kv = r->kvs.front();
+  auto client = b.open(c, "test-marker");
+  ASSERT_TRUE(client);
+  std::promise<akt::result<std::vector<akt::cluster::op_outcome>>> done;
+  client->commit({akt::cluster::store_op::update_if_created_at(key, kv.value + "leaving=1\n",
+                                                               kv.lease, kv.create_revision)},
+                 [&done](auto out) { done.set_value(std::move(out)); });
+  auto out = done.get_future().get();
+  ASSERT_TRUE(out && out->size() == 1 && out->front().succeeded) << "the leaving mark is written";
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& m : akt::cluster::members(c.node(0)))
+          if (m.name == "node-2") return m.leaving;
+        return false;
+      },
+      10s))
+      << "node-0 sees node-2 leaving";
+  for (auto placement :
+       {akt::cluster::spawn_placement::round_robin, akt::cluster::spawn_placement::random,
+        akt::cluster::spawn_placement::least_load}) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string name =
+          "skip-" + std::to_string(static_cast<int>(placement)) + "-" + std::to_string(i);
+      akt::cluster::spawn_on_options o;
+      o.placement = placement;
+      auto p = akt::cluster::spawn_on(c.node(0), "test.echo", name, o);
+      ASSERT_TRUE(p) << p.error().message();
+      EXPECT_NE(where(*p), "node-2") << name;
+    }
+  }
+}
+
 }  // namespace akt::name_rules

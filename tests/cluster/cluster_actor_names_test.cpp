@@ -20,6 +20,7 @@ AKT_NAME_RULE(ARecordThatDoesNotDecodeIsRefusedCleanly)
 AKT_NAME_RULE(ChildrenAndTheFrameworksOwnNamesAreNotClaimed)
 AKT_NAME_RULE(ASpawnFromADispatcherWorkerIsRefusedInsteadOfBlocking)
 AKT_NAME_RULE(SpawnOnPlacesARegisteredKindRoundRobinAndTheNameIsClaimed)
+AKT_NAME_RULE(SpawnOnSkipsAMemberThatIsLeaving)
 
 // A node cut off from the store long enough that its lease expired rejoins under a new lease and
 // puts its names on it again; a name another node claimed meanwhile stays that node's (the local

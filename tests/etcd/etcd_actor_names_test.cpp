@@ -20,5 +20,6 @@ AKT_NAME_RULE_ON_ETCD(ARecordThatDoesNotDecodeIsRefusedCleanly)
 AKT_NAME_RULE_ON_ETCD(ChildrenAndTheFrameworksOwnNamesAreNotClaimed)
 AKT_NAME_RULE_ON_ETCD(ASpawnFromADispatcherWorkerIsRefusedInsteadOfBlocking)
 AKT_NAME_RULE_ON_ETCD(SpawnOnPlacesARegisteredKindRoundRobinAndTheNameIsClaimed)
+AKT_NAME_RULE_ON_ETCD(SpawnOnSkipsAMemberThatIsLeaving)
 
 }  // namespace
