@@ -101,6 +101,11 @@ class association : public std::enable_shared_from_this<association> {
   void complete_call(std::uint64_t id, result<message> value);
   // Calls past their deadline (the node's sweep): completed with request_timeout.
   void expire_calls(std::int64_t now_ns);
+  // Whether the node may forget this peer (the node's sweep): lost for at least `after`, no
+  // lane connected, connecting or holding a backlog, no watch and no call waiting. Drops the
+  // cached proxies nobody else holds (each holds the association, so an unused association is
+  // held only by the node's table afterwards); a proxy a user keeps keeps it. Any thread.
+  bool forgettable(std::chrono::steady_clock::time_point now, std::chrono::milliseconds after);
 
   // The proxy of the peer's actor `uid` (one per uid while this association lives).
   pid proxy(std::uint64_t uid, std::string_view path);
@@ -215,6 +220,7 @@ class association : public std::enable_shared_from_this<association> {
   lane_slot lanes_[k_lanes];
   std::string system_;
   bool lost_ = false;
+  std::chrono::steady_clock::time_point lost_at_{};  // when lost_ was last set
   std::atomic<bool> lost_hint_{false};  // lost_, for window_open (written with it, relaxed)
   bool closing_ = false;
   // The largest frame body both nodes accept: this node's max_frame_bytes, lowered to the

@@ -3,7 +3,9 @@
 #include "remote/association.hpp"
 
 #include <utility>
+#include <vector>
 
+#include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
 #include "remote/peer_services.hpp"
@@ -62,6 +64,36 @@ void association::expire_calls(std::int64_t now_ns) {
     result<message> v(error(errc::request_timeout, "no answer from " + key_ + " in time"));
     (void)r->complete(v);
   }
+}
+
+bool association::forgettable(std::chrono::steady_clock::time_point now,
+                              std::chrono::milliseconds after) {
+  // The dropped proxies are destroyed after the lock is let go: a proxy's destruction releases
+  // its reference to this association and must not run under mutex_.
+  std::vector<pid> dropped;
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!lost_ || closing_ || now - lost_at_ < after) return false;
+    for (const lane_slot& s : lanes_) {
+      if (s.state != lane_state::idle || s.conn || !s.backlog.empty()) return false;
+    }
+    if (!watches_.empty()) return false;
+    auto only_cached = [](const pid& p) { return akt::detail::cell_of(p)->ref_count() == 1; };
+    for (auto it = proxies_.begin(); it != proxies_.end();) {
+      if (!only_cached(it->second)) return false;  // a user holds a proxy: keep all
+      dropped.push_back(std::move(it->second));
+      it = proxies_.erase(it);
+    }
+    for (auto it = grain_proxies_.begin(); it != grain_proxies_.end();) {
+      if (!only_cached(it->second)) return false;
+      dropped.push_back(std::move(it->second));
+      it = grain_proxies_.erase(it);
+    }
+    idle = true;
+  }
+  std::lock_guard<std::mutex> lock(calls_mutex_);
+  return idle && calls_.empty();
 }
 
 }  // namespace akt::remote::detail

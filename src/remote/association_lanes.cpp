@@ -399,6 +399,7 @@ void association::lose_peer(const error& why) {
     announced_up_ = false;
     if (!restarted) {
       lost_ = true;
+      lost_at_ = std::chrono::steady_clock::now();
       lost_hint_.store(true, std::memory_order_relaxed);
       backlog.swap(lanes_[static_cast<int>(lane::ordinary)].backlog);
       lanes_[static_cast<int>(lane::control)].backlog.clear();

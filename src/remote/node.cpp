@@ -207,7 +207,26 @@ void remote_node::sweep() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [key, a] : associations_) all.push_back(a);
   }
-  for (auto& a : all) a->expire_calls(now);
+  const auto steady_now = std::chrono::steady_clock::now();
+  std::vector<std::string> idle;
+  for (auto& a : all) {
+    a->expire_calls(now);
+    if (a->forgettable(steady_now, config().forget_lost_peer_after)) idle.push_back(a->key());
+  }
+  all.clear();
+  if (!idle.empty()) {
+    // An association nobody else holds (use_count 1, under mutex_: a new holder can only come
+    // from this table, under mutex_) is forgotten; it is destroyed after the lock is let go.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::string& key : idle) {
+      auto it = associations_.find(key);
+      if (it == associations_.end() || it->second.use_count() != 1) continue;
+      all.push_back(std::move(it->second));
+      associations_.erase(it);
+      inbound_keys_.erase(key);
+    }
+  }
+  all.clear();
   after(k_sweep_interval, [this] { sweep(); });
 }
 
@@ -240,8 +259,8 @@ std::shared_ptr<association> remote_node::association_for_inbound(const std::str
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = associations_.find(key);
   if (it != associations_.end()) return it->second;
-  if (inbound_made_ >= k_max_inbound_peers) return nullptr;
-  ++inbound_made_;
+  if (inbound_keys_.size() >= k_max_inbound_peers) return nullptr;
+  inbound_keys_.insert(key);
   auto a = std::make_shared<association>(*this, host, port);
   associations_.emplace(std::move(key), a);
   return a;

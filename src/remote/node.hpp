@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actor/remote_hooks.hpp"
@@ -114,7 +115,9 @@ class remote_node final : public akt::detail::remote_extension, public peer_serv
  private:
   remote_node(akt::detail::system_core* core, actor_system& sys, const remote_config& cfg);
   error open();
-  void sweep();  // expires calls; re-armed every k_sweep_interval while open
+  // Expires calls and forgets peers lost for remote_config::forget_lost_peer_after with nothing
+  // of them held (association::forgettable); re-armed every k_sweep_interval while open.
+  void sweep();
   result<pid> lookup_on(const node_address& node, std::string_view system, std::string_view name,
                         std::chrono::nanoseconds timeout);
   // Sends a control request and waits for its answer (blocking; not on a worker).
@@ -129,7 +132,9 @@ class remote_node final : public akt::detail::remote_extension, public peer_serv
 
   mutable std::mutex mutex_;  // associations_, links_
   std::unordered_map<std::string, std::shared_ptr<association>> associations_;
-  std::size_t inbound_made_ = 0;  // associations made by association_for_inbound
+  // The keys of the associations that association_for_inbound made (at most
+  // k_max_inbound_peers); a forgotten one leaves the set.
+  std::unordered_set<std::string> inbound_keys_;
   std::vector<std::shared_ptr<inbound_link>> links_;
 };
 

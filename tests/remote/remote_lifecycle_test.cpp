@@ -151,6 +151,50 @@ TEST(Remote_Restart, ANewNodeOnTheSameAddressIsANewIncarnationAndOldPidsAnswerDe
   EXPECT_EQ(j2->received.load(), 1) << "the old pid never reaches the new actor of that name";
 }
 
+// A peer that is lost, and of which nothing is held any more, is forgotten after
+// remote_config::forget_lost_peer_after, so the peer table of a long-lived node whose peers
+// restart on new ports stays bounded. (Issue 20's soak: every restarted peer stayed in the table
+// for the node's life with its cached proxies, and past k_max_inbound_peers a new peer's
+// handshake would have been refused.) A proxy a user keeps keeps its peer.
+TEST(Remote_Restart, APeerLostAndNoLongerHeldIsForgottenSoThePeerTableStaysBounded) {
+  akt::remote_config rc;
+  rc.forget_lost_peer_after = 200ms;
+  node a{"alpha", rc};
+  ASSERT_TRUE(a.started);
+  auto ja = std::make_shared<journal>();
+  ASSERT_TRUE(a.sys.spawn<echo>("echo", ja));
+  akt::pid kept;
+  std::string kept_address;
+  for (int i = 0; i < 5; ++i) {
+    node b{"beta" + std::to_string(i)};  // a new port each time: a new peer for a
+    ASSERT_TRUE(b.started);
+    auto jb = std::make_shared<journal>();
+    ASSERT_TRUE(b.sys.spawn<echo>("echo", jb));
+    auto to_b = a.sys.lookup(b.where(), "echo");  // a's association to b, a proxy cached in it
+    ASSERT_TRUE(to_b) << to_b.error().message();
+    ASSERT_TRUE(to_b->ask<ping>(ping{i}, 5s));
+    auto to_a = b.sys.lookup(a.where(), "echo");  // b dials a: a's table gets b inbound too
+    ASSERT_TRUE(to_a) << to_a.error().message();
+    ASSERT_TRUE(to_a->ask<ping>(ping{i}, 5s));
+    if (i == 0) {
+      kept = *to_b;
+      kept_address = b.sys.address();
+    }
+  }  // each b stops here; a loses it after node_lost_after (1 s)
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    for (const akt::peer_stats& p : a.sys.peers()) out.push_back(p.address);
+    return out;
+  };
+  EXPECT_TRUE(eventually([&] { return a.sys.peers().size() == 1; }, 20s))
+      << "the lost peers nobody holds are forgotten; left: " << addresses().size();
+  ASSERT_EQ(addresses(), std::vector<std::string>{kept_address}) << "the kept proxy keeps its peer";
+  EXPECT_FALSE(kept.ask<ping>(ping{9}, 2s)) << "its peer is gone";
+  kept = akt::pid();
+  EXPECT_TRUE(eventually([&] { return a.sys.peers().empty(); }, 20s))
+      << "once let go it is forgotten too";
+}
+
 TEST(Remote_Spawn, AKindRegisteredByNameIsSpawnedOnANamedNode) {
   node a{"alpha"}, b{"beta"};
   ASSERT_TRUE(a.started && b.started);

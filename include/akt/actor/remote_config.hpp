@@ -62,6 +62,11 @@ struct remote_config {
   // A peer that stays unreachable this long is lost: its watchers get terminated (reason
   // node_lost), its pending asks fail and what was queued for it is dead-lettered.
   std::chrono::milliseconds node_lost_after{5000};
+  // A peer lost this long, with nothing of it held outside the node (no proxy a user keeps, no
+  // watch, no call waiting), is forgotten: its table entry and memory are freed, and a later
+  // send to its address starts afresh. Bounds the peer table of a long-lived node whose peers
+  // restart on new ports (each restart is a new address).
+  std::chrono::milliseconds forget_lost_peer_after{60000};
 };
 
 // One peer as this node sees it (actor_system::peers()).
