@@ -19,6 +19,7 @@
 //   AKT_FAULTS_SEED      the seed of the choice of victims (random by default; printed)
 //   AKT_FAULTS_KEEP      when set, the evidence directory is kept even when the test passes
 //   AKT_FAULTS_RSS_EVERY_S  a memory sample of every process each that many seconds (soaks)
+//   AKT_FAULTS_HEAP_PROFILE when set (ASan builds), the driver's live heap by allocation stack
 //
 // Contract: owner only: every member function is called from the test's main thread, which
 // started the nodes and outlives them (node_process's PR_SET_PDEATHSIG). The traffic threads
@@ -35,6 +36,9 @@
 
 #include <signal.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <atomic>
 #include <chrono>
@@ -368,6 +372,11 @@ class fault_cluster {
   // (each must exit 0), stops etcd, and checks the evidence; prints the verdict.
   check_report finish() {
     stop_traffic();
+#if defined(__SANITIZE_ADDRESS__)
+    // AKT_FAULTS_HEAP_PROFILE: the driver's live heap by allocation stack (ASan's profile: the
+    // stacks holding the top 90 %), before the driver stops: where a soak's growth sits.
+    if (std::getenv("AKT_FAULTS_HEAP_PROFILE") != nullptr) __sanitizer_print_memory_profile(90, 20);
+#endif
     if (driver_) {
       EXPECT_TRUE(driver_->stop());
     }
