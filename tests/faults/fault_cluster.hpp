@@ -38,6 +38,10 @@
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
+
+#include <cstddef>
+// The ASan runtime's live-heap figure (declared here: GCC ships no allocator_interface.h).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include <atomic>
@@ -494,6 +498,13 @@ class fault_cluster {
     }
     std::snprintf(buf, sizeof buf, "%s%.0f", rss_.back().empty() ? "" : " / ", rss_mib(::getpid()));
     rss_.back() += buf;
+#if defined(__SANITIZE_ADDRESS__)
+    // Under ASan the resident set also holds the allocator's free chunks and each thread's
+    // quarantine, which it keeps; the live heap says whether the driver itself grows.
+    std::snprintf(buf, sizeof buf, " (heap %.1f)",
+                  static_cast<double>(__sanitizer_get_current_allocated_bytes()) / (1 << 20));
+    rss_.back() += buf;
+#endif
   }
 
   const options opt_;
