@@ -76,7 +76,7 @@ TEST(Faults, StalledNodeFencesItselfAndStartsNoHandlerOnItsOldClaims) {
   node_slot* victim = nullptr;
   const node_slot* last = nullptr;
   std::vector<stall_record> records;
-  c.run_for(length + 40s, [&] {
+  c.run_for(length + 25s, [&] {
     const auto now = fault_cluster::clock::now();
     switch (at) {
       case phase::idle: {
