@@ -347,7 +347,12 @@ void membership::run_ticker() {
     }
     if (!leaving_ && lease_ == 0 && now >= next_retry) {
       lock.unlock();
-      const bool ok = enter(now + to_ns(std::chrono::seconds(5))).has_value();
+      // Not while the dispatcher is stuck: a node whose workers are all blocked would take a new
+      // lease and record only to let it expire again (no keep-alive without the probe), and the
+      // others would place grains on it meanwhile that it cannot run. It stays out, like a
+      // partitioned node, until the probe is handled again (the pings go on while fenced).
+      const bool ok = listener_.dispatcher_healthy(now, ttl / 2) &&
+                      enter(now + to_ns(std::chrono::seconds(5))).has_value();
       lock.lock();
       if (ok) {
         const lease_id epoch = lease_;

@@ -9,8 +9,9 @@
 //   valid_epoch() from any thread; leave() once, then stop() once, from the stopping thread.
 // - Threads: the store's completion thread delivers keep-alive answers and watch batches; the
 //   membership's own thread (the ticker) sends keep-alives, pings the dispatcher probe, notices
-//   the fence, restarts a lost watch and rejoins. Neither runs user code; the listener's calls
-//   (events, remoting) are made outside the lock, from either thread.
+//   the fence, restarts a lost watch and rejoins (keep-alives and rejoins only while the probe
+//   is handled). Neither runs user code; the listener's calls (events, remoting) are made
+//   outside the lock, from either thread.
 // - Fencing: valid_until_ns_ = send time of the last acknowledged keep-alive (or of the lease's
 //   grant) + TTL - margin, on the steady clock. valid_epoch() compares it with the clock on every
 //   call; nothing waits for a timer to notice, so after a SIGSTOP/SIGCONT the first grain handler

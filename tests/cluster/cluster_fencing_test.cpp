@@ -115,6 +115,43 @@ TEST(Cluster_Fencing, ANodeWhoseWorkersAreAllStuckStopsRenewingAndFencesItself) 
   EXPECT_FALSE(akt::cluster::fenced(a));
 }
 
+// Stuck workers keep the node out: fenced, it takes no new lease (no record the others would
+// place grains on, only to see it expire again) until the probe is handled again. Issue 20's
+// stalled node (tests/faults/stalled_node_test.cpp) found it rejoining twice in a 4.5 s stall.
+TEST(Cluster_Fencing, ANodeWhoseWorkersAreAllStuckTakesNoNewLeaseUntilTheyAreFree) {
+  auto store = std::make_shared<test_store>();
+  akt::actor_system a("a", cluster_node_config(store, "a"));
+  akt::actor_system b("b", cluster_node_config(store, "b"));
+  cluster_events a_events(a), b_events(b);
+  ASSERT_TRUE(a.start());
+  ASSERT_TRUE(b.start());
+  ASSERT_TRUE(eventually([&] { return member_names(b).size() == 2; }));
+  const akt::cluster::lease_id first_epoch = akt::cluster::self(a)->epoch;
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto inside = std::make_shared<std::atomic<int>>(0);
+  std::vector<akt::pid> blockers;
+  for (unsigned i = 0; i < a.worker_count(); ++i) {
+    auto p = a.spawn<stuck>("stuck-" + std::to_string(i), release, inside);
+    ASSERT_TRUE(p);
+    blockers.push_back(*p);
+  }
+  for (auto& p : blockers) ASSERT_FALSE(p.tell(1));
+  ASSERT_TRUE(eventually([&] { return inside->load() == static_cast<int>(blockers.size()); }));
+  ASSERT_TRUE(eventually([&] { return akt::cluster::fenced(a); }, 10s));
+  ASSERT_TRUE(eventually([&] { return b_events.saw_left("a"); }, 10s));
+  // A node that rejoins while stuck does so one retry (200 ms) after its fence, and again after
+  // every expiry (TTL): within twice the TTL it would have rejoined at least once.
+  EXPECT_FALSE(eventually([&] { return a_events.rejoined.load() > 0; }, 4s))
+      << "a rejoined while every worker was stuck";
+  EXPECT_TRUE(akt::cluster::fenced(a));
+  EXPECT_EQ(member_names(b), std::vector<std::string>{"b"});
+  release->store(true);
+  ASSERT_TRUE(eventually([&] { return a_events.rejoined.load() >= 1; }, 15s));
+  EXPECT_FALSE(akt::cluster::fenced(a));
+  EXPECT_NE(akt::cluster::self(a)->epoch, first_epoch) << "a new epoch";
+  EXPECT_TRUE(eventually([&] { return member_names(b).size() == 2; }, 10s)) << "b sees a again";
+}
+
 // Membership tells remoting: once b's record is gone (its lease expired), a's sends to b's actor
 // are refused at once instead of waiting in the lane for the transport to notice.
 struct echo_actor final : akt::actor {

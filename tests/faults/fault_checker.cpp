@@ -93,6 +93,37 @@ std::string ms(std::int64_t ns) {
   return buf;
 }
 
+// Failover from the fault f: for each grain whose current activation at f (the newest claim
+// whose first handler started before it) ran in f's process and had not ended, the time from f
+// to the end of the first ok call that started after f; unrecovered counts the grains with none.
+void measure_failover(const fault& f,
+                      const std::map<std::string, std::vector<const activation*>>& by_grain,
+                      const std::map<std::string, std::vector<call>>& calls_of,
+                      std::vector<double>& times, std::size_t& unrecovered) {
+  for (const auto& [grain, list] : by_grain) {
+    const activation* current = nullptr;
+    for (const activation* a : list) {
+      if (a->first_ns <= f.ns && (current == nullptr || a->token > current->token)) current = a;
+    }
+    if (current == nullptr || current->node != f.node || current->pid != f.pid ||
+        (current->last_event == "deactivate" && current->last_ns <= f.ns)) {
+      continue;
+    }
+    bool recovered = false;
+    const auto it = calls_of.find(grain);
+    if (it != calls_of.end()) {
+      for (const call& c : it->second) {  // sorted by start
+        if (c.start_ns >= f.ns && c.outcome == "ok") {
+          times.push_back(static_cast<double>(c.end_ns - f.ns) / 1e6);
+          recovered = true;
+          break;
+        }
+      }
+    }
+    if (!recovered) ++unrecovered;
+  }
+}
+
 }  // namespace
 
 double percentile(std::vector<double> values, double p) {
@@ -117,12 +148,14 @@ check_report check_evidence(const fs::path& dir) {
     std::int64_t stop_ns = 0, cont_ns = -1;  // cont_ns: -1 until its R line
   };
   std::vector<pause> pauses;
+  std::vector<pause> stalls;        // W (stop_ns) and U (cont_ns) lines
+  std::vector<fault> stall_faults;  // W lines, for the failover
   for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
     std::istringstream in(line);
     std::string tag;
     fault f;
     if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
-        std::string_view("KSTEPR").find(tag[0]) == std::string_view::npos) {
+        std::string_view("KSTEPRWU").find(tag[0]) == std::string_view::npos) {
       bad(dir / "faults.log", line);
       continue;
     }
@@ -143,6 +176,15 @@ check_report check_evidence(const fs::path& dir) {
         break;
       case 'R':
         for (pause& p : pauses)
+          if (p.pid == f.pid && p.cont_ns < 0) p.cont_ns = f.ns;
+        break;
+      case 'W':
+        ++r.stalls;
+        stalls.push_back({f.node, f.pid, f.ns, -1});
+        stall_faults.push_back(f);
+        break;
+      case 'U':
+        for (pause& p : stalls)
           if (p.pid == f.pid && p.cont_ns < 0) p.cont_ns = f.ns;
         break;
       default:
@@ -260,6 +302,44 @@ check_report check_evidence(const fs::path& dir) {
       if (h.epoch <= old_epoch) {
         r.violations_a.push_back(
             "(a) " + what + ": not a new epoch after SIGCONT (" + pause_text +
+            "; epoch before it " + std::to_string(old_epoch) +
+            (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
+      }
+    }
+  }
+
+  // ---- (a) after a stall: no handler on an old claim, and a new epoch; none during it ----
+  for (const pause& p : stalls) {
+    const std::string stall_text =
+        "stalled " + ms(p.stop_ns) + " to " + (p.cont_ns < 0 ? "the end" : ms(p.cont_ns));
+    long long old_epoch = -1;
+    for (const handler_start& h : starts)
+      if (h.pid == p.pid && h.ns < p.stop_ns) old_epoch = std::max(old_epoch, h.epoch);
+    for (const handler_start& h : starts) {
+      if (h.pid != p.pid || h.ns <= p.stop_ns) continue;
+      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
+                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
+                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
+      if (p.cont_ns < 0 || h.ns <= p.cont_ns) {
+        r.stall_leaks.push_back(what + ": a handler while every worker was stuck (" + stall_text +
+                                ")");
+        continue;
+      }
+      ++r.after_release_starts;
+      const auto it = acts.find({h.grain, h.token, h.node, h.pid});
+      if (it != acts.end() && it->second.first_ns < p.stop_ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
+                                 "stall, after its release (" + stall_text + ")");
+      }
+      bool reclaimed = false;
+      for (const activation* other : by_grain[h.grain]) {
+        if (other->pid != h.pid && other->first_ns >= p.stop_ns && other->first_ns <= h.ns)
+          reclaimed = true;
+      }
+      if (reclaimed) ++r.after_release_reclaimed;
+      if (h.epoch <= old_epoch) {
+        r.violations_a.push_back(
+            "(a) " + what + ": not a new epoch after the stall's release (" + stall_text +
             "; epoch before it " + std::to_string(old_epoch) +
             (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
       }
@@ -396,6 +476,8 @@ check_report check_evidence(const fs::path& dir) {
       if (!recovered) ++unrecovered;
     }
   }
+  for (const fault& w : stall_faults)
+    measure_failover(w, by_grain, calls_of, r.stall_failover_ms, r.stall_unrecovered);
   return r;
 }
 
@@ -436,10 +518,24 @@ std::string check_report::summary(std::size_t max_examples) const {
       out << buf;
     }
   }
+  if (stalls > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "stalls %zu; handler starts after the release %zu (%zu on grains claimed "
+                  "elsewhere meanwhile), during a stall %zu\n",
+                  stalls, after_release_starts, after_release_reclaimed, stall_leaks.size());
+    out << buf;
+    std::snprintf(buf, sizeof buf,
+                  "failover after a stall (%zu grains, %zu without a later ok call): p50 %.0f "
+                  "ms, p99 %.0f ms, max %.0f ms\n",
+                  stall_failover_ms.size(), stall_unrecovered, percentile(stall_failover_ms, 50),
+                  percentile(stall_failover_ms, 99), percentile(stall_failover_ms, 100));
+    out << buf;
+  }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused
       << " explained by a pause); malformed lines " << malformed.size() << "\n";
-  for (const auto* list : {&violations_a, &violations_b, &overlaps_c, &violations_d, &malformed}) {
+  for (const auto* list :
+       {&violations_a, &violations_b, &overlaps_c, &violations_d, &malformed, &stall_leaks}) {
     for (std::size_t i = 0; i < list->size() && i < max_examples; ++i)
       out << "  " << (*list)[i] << "\n";
     if (list->size() > max_examples)

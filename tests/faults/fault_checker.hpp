@@ -23,6 +23,13 @@
 // under a new one). Overlaps (c) in which the older activation's process was paused between
 // the two first starts are counted apart as explained by the pause.
 //
+// After a stall (a W line: every dispatcher worker of the process stuck in a handler, written
+// once the node said so; and its U line, the release, written before the node is told) it
+// proves the same as after a pause, as part of (a): no handler after the release on a claim
+// activated before the stall, and a new epoch on every handler after it. Besides, a stalled
+// process starts no handler between W and U (a stall_leaks line each: the stall was not one,
+// so the run proves nothing about it); failover is measured from each W line as from a pause.
+//
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
 // each, the time from the kill to the end of the first acknowledged call to it that started
@@ -67,6 +74,16 @@ struct check_report {
   // The same measure from each clean stop (T) and from each pause (P).
   std::vector<double> stop_failover_ms, pause_failover_ms;
   std::size_t stop_unrecovered = 0, pause_unrecovered = 0;
+
+  // Stalls (W and U lines): handler starts of a stalled process after its release (checked as
+  // after a SIGCONT), how many on grains a newer claim had taken meanwhile, the handler starts
+  // of a stalled process while it was stalled (none if the stall held every worker), and the
+  // failover from each stall.
+  std::size_t stalls = 0;
+  std::size_t after_release_starts = 0, after_release_reclaimed = 0;
+  std::vector<std::string> stall_leaks;
+  std::vector<double> stall_failover_ms;
+  std::size_t stall_unrecovered = 0;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

@@ -196,6 +196,90 @@ TEST(FaultChecker, ANewClaimUnderTheOldEpochAfterSigcontIsAViolationOfA) {
   EXPECT_NE(r.violations_a[0].find("not a new epoch"), std::string::npos) << r.violations_a[0];
 }
 
+// A stall: the same run as write_paused_run, but n2's workers were all stuck in handlers from
+// 3 s (W) until the release at 7 s (U) instead of the process being stopped.
+void write_stalled_run(evidence_dir& d) {
+  write_clean_run(d);
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 1 * k_s, "activate", "g1") +
+                                     he("n2", 102, 7, 30, 2 * k_s, "receive", "g1", 1) +
+                                     he("n2", 102, 9, 50, 8 * k_s, "activate", "g2"));
+  d.write("handlers/n1-101.log", he("n1", 101, 8, 40, 5 * k_s, "activate", "g1") +
+                                     he("n1", 101, 8, 40, 5 * k_s + 1, "receive", "g1", 2));
+  d.write("store/g1", st('O', 30, 0, "n2", 102, 1 * k_s) + st('A', 30, 1, "n2", 102, 2 * k_s) +
+                          st('O', 40, 0, "n1", 101, 5 * k_s) +
+                          st('A', 40, 2, "n1", 101, 5 * k_s + 2));
+  d.write("store/g2", st('O', 50, 0, "n2", 102, 8 * k_s));
+  d.write("calls.log",
+          c("g1", 1, 2 * k_s - 1, 2 * k_s + 5, "ok") + c("g1", 2, 3 * k_s + 1, 5 * k_s + 5, "ok"));
+  d.write("faults.log", "S n2 102 0\nW n2 102 " + std::to_string(3 * k_s) + "\nU n2 102 " +
+                            std::to_string(7 * k_s) + "\n");
+}
+
+TEST(FaultChecker, AStalledProcessThatRejoinedUnderANewEpochChecksClean) {
+  evidence_dir d;
+  write_stalled_run(d);
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_TRUE(r.stall_leaks.empty()) << r.summary();
+  EXPECT_EQ(r.stalls, 1u);
+  EXPECT_EQ(r.pauses, 0u);
+  EXPECT_EQ(r.after_release_starts, 1u);
+  EXPECT_EQ(r.after_release_reclaimed, 0u);  // g2 was never elsewhere
+  // The stall at 3 s hit g1 on n2; the first ok call started after it ended at 5 s.
+  ASSERT_EQ(r.stall_failover_ms.size(), 1u);
+  EXPECT_NEAR(r.stall_failover_ms[0], 2000.0, 0.01);
+  EXPECT_TRUE(r.pause_failover_ms.empty());
+  EXPECT_NE(r.summary().find("failover after a stall (1 grains"), std::string::npos) << r.summary();
+}
+
+TEST(FaultChecker, AHandlerOnAnOldClaimAfterAStallsReleaseIsAViolationOfA) {
+  evidence_dir d;
+  write_stalled_run(d);
+  // After the release, n2 starts a handler of its old claim of g1 (token 30), still under
+  // epoch 7: a message queued during the stall that the fence should have refused.
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 7 * k_s + 1, "receive", "g1", 3));
+  d.write("calls.log", c("g1", 3, 4 * k_s, 6 * k_s, "possibly", "request_timeout"));
+  const check_report r = d.check();
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.after_release_starts, 2u);
+  EXPECT_EQ(r.after_release_reclaimed, 1u);
+  auto has = [&](const std::string& text) {
+    for (const auto& v : r.violations_a)
+      if (v.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("activated before the stall, after its release")) << r.summary();
+  EXPECT_TRUE(has("not a new epoch after the stall's release")) << r.summary();
+  EXPECT_TRUE(has("after g1 token 40 on n1")) << r.summary();  // and the plain (a)
+}
+
+TEST(FaultChecker, AHandlerStartedDuringAStallIsALeak) {
+  evidence_dir d;
+  write_stalled_run(d);
+  // n2 starts a handler at 4 s, between W and U: a worker was not stuck after all.
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 4 * k_s, "receive", "g1", 3));
+  d.write("calls.log", c("g1", 3, 4 * k_s - 1, 6 * k_s, "possibly", "request_timeout"));
+  const check_report r = d.check();
+  ASSERT_EQ(r.stall_leaks.size(), 1u) << r.summary();
+  EXPECT_NE(r.stall_leaks[0].find("g1 token 30 epoch 7 on n2 (pid 102) receive at 4.000 s"),
+            std::string::npos)
+      << r.stall_leaks[0];
+  EXPECT_EQ(r.after_release_starts, 1u);
+}
+
+TEST(FaultChecker, AStallWithoutItsReleaseLeaksEveryLaterHandler) {
+  evidence_dir d;
+  write_stalled_run(d);
+  // A second stall of n2 at 9 s that was never released: the handler at 10 s is a leak.
+  d.write("faults.log", "W n2 102 " + std::to_string(9 * k_s) + "\n");
+  d.write("handlers/n2-102.log", he("n2", 102, 9, 50, 10 * k_s, "deactivate", "g2"));
+  const check_report r = d.check();
+  EXPECT_EQ(r.stalls, 2u);
+  ASSERT_EQ(r.stall_leaks.size(), 1u) << r.summary();
+  EXPECT_NE(r.stall_leaks[0].find("stalled 9.000 s to the end"), std::string::npos)
+      << r.stall_leaks[0];
+}
+
 TEST(FaultChecker, OneClaimActivatedByTwoProcessesIsAViolationOfA) {
   evidence_dir d;
   write_clean_run(d);

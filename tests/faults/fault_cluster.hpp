@@ -360,6 +360,57 @@ class fault_cluster {
     ::kill(s.proc->pid(), SIGCONT);
   }
 
+  // Every dispatcher worker of s stuck in a handler (SIGUSR1: fault_node_main.cpp's stall); the
+  // W line is written once the node printed STALLED (every later handler start of it is after
+  // the release). False, with a failure reported, when it did not say so within 15 s (its first
+  // stall spawns the stall actors, a store round trip each).
+  bool stall(node_slot& s) {
+    const std::size_t before = count_in_log(s, "STALLED ");
+    ::kill(s.proc->pid(), SIGUSR1);
+    const bool stalled = akt::test::eventually([&] { return count_in_log(s, "STALLED ") > before; },
+                                               std::chrono::milliseconds(15000));
+    if (!stalled) {
+      ADD_FAILURE() << s.name << " did not stall on SIGUSR1: " << s.proc->log_text(3000);
+      return false;
+    }
+    ++stalls_;
+    fault_line('W', s);
+    return true;
+  }
+  // The U line, then SIGUSR2: the stall actors return.
+  void unstall(node_slot& s) {
+    fault_line('U', s);
+    ::kill(s.proc->pid(), SIGUSR2);
+  }
+  int stalls() const noexcept { return stalls_; }
+
+  // What node s's current process printed of its own membership, from a thread that needs no
+  // dispatcher worker: each "EPOCH <epoch> <ns>" (every new epoch, the first join's included)
+  // or "FENCED <epoch> <ns>" line (prefix "EPOCH " or "FENCED "), as {epoch, ns}, in order.
+  struct membership_mark {
+    unsigned long long epoch = 0;
+    std::int64_t ns = 0;
+  };
+  std::vector<membership_mark> marks(const node_slot& s, const std::string& prefix) const {
+    std::vector<membership_mark> out;
+    if (!s.proc) return out;
+    const std::string text = s.proc->log_text();
+    for (std::size_t at = text.find(prefix); at != std::string::npos;
+         at = text.find(prefix, at + 1)) {
+      if ((at != 0 && text[at - 1] != '\n') || text.find('\n', at) == std::string::npos) continue;
+      char* end = nullptr;
+      membership_mark m;
+      m.epoch = std::strtoull(text.c_str() + at + prefix.size(), &end, 10);
+      m.ns = std::strtoll(end, nullptr, 10);
+      out.push_back(m);
+    }
+    return out;
+  }
+  // The members as the driver sees them (each with its epoch).
+  std::vector<akt::cluster::member> driver_members() {
+    return driver_ ? akt::cluster::members(*driver_) : std::vector<akt::cluster::member>();
+  }
+
   // Waits until slot s is ready (polling every node meanwhile); false after `bound`.
   bool wait_ready(node_slot& s, std::chrono::milliseconds bound) {
     return akt::test::eventually(
@@ -422,6 +473,8 @@ class fault_cluster {
     EXPECT_TRUE(r.violations_b.empty()) << r.summary();
     EXPECT_TRUE(r.violations_d.empty()) << r.summary();
     EXPECT_TRUE(r.malformed.empty()) << r.summary();
+    EXPECT_EQ(r.stalls, static_cast<std::size_t>(stalls_));
+    EXPECT_TRUE(r.stall_leaks.empty()) << r.summary();
   }
   // Call last: removes the evidence when the test passed (unless AKT_FAULTS_KEEP).
   void keep_or_remove_evidence(const check_report& r) {
@@ -479,6 +532,18 @@ class fault_cluster {
     traffic_.clear();
   }
 
+  // Complete lines of s's current log that begin with `prefix`.
+  static std::size_t count_in_log(const node_slot& s, const std::string& prefix) {
+    if (!s.proc) return 0;
+    const std::string text = s.proc->log_text();
+    std::size_t n = 0;
+    for (std::size_t at = text.find(prefix); at != std::string::npos;
+         at = text.find(prefix, at + 1)) {
+      if ((at == 0 || text[at - 1] == '\n') && text.find('\n', at) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
   void fault_line(char tag, const node_slot& s) {
     (void)append_line(faults_fd_, std::string(1, tag) + " " + s.name + " " +
                                       std::to_string(s.proc->pid()) + " " +
@@ -525,6 +590,7 @@ class fault_cluster {
   bool stop_ = false;          // guarded by stop_mutex_
   std::atomic<long> sent_{0};  // traffic threads add; read after they are joined
   int kills_ = 0, terms_ = 0, pauses_ = 0;
+  int stalls_ = 0;
   std::vector<std::string> rss_;  // per node, then the driver
 };
 

@@ -16,6 +16,15 @@
 // and runs until its stdin closes or it gets SIGTERM (or SIGINT); then it stops its system,
 // prints "STOPPED" and exits 0 (1 for bad arguments or a failed start, 2 for a failed stop).
 // A kill -9 is the point of the harness: nothing here depends on a clean exit.
+//
+// The stalled node (tests/faults/stalled_node_test.cpp): on SIGUSR1 it sends one blocking
+// message to each of worker_count() plain stall actors (spawned on the first SIGUSR1, named
+// after the node and pid), so that every dispatcher worker is stuck in a handler, and prints
+// "STALLED <workers>" once all are inside; SIGUSR2 releases them ("RELEASED"); a stall ends by
+// itself after 60 s so nothing hangs forever. Its membership, as the node sees it, is printed
+// by a watcher thread that needs no dispatcher worker: "EPOCH <epoch> <ns>" at every new epoch
+// (the first join included) and "FENCED <epoch> <ns>" when the node fences itself (ns: the
+// CLOCK_MONOTONIC time it noticed, within 20 ms).
 
 #include <akt/akt.hpp>
 #include <akt/cluster/cluster.hpp>
@@ -26,13 +35,18 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "faults/fault_evidence.hpp"
 #include "faults/fault_messages.hpp"
@@ -135,8 +149,134 @@ class counter final : public akt::grain {
   std::int64_t token_ = 0;
 };
 
-// Waits until stdin reaches its end or a blocked SIGTERM / SIGINT is pending.
-void wait_for_the_end(int signals) {
+// The stall (SIGUSR1 / SIGUSR2): one gate shared by the stall actors. Thread-safe: every field
+// is guarded by mutex; the actors' handlers wait on cv, the main thread opens and closes it.
+struct stall_gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stalled = false;  // guarded: the handlers wait while it is set
+  int inside = 0;        // guarded: handlers now waiting
+};
+
+// A plain actor (no grain: the evidence files see nothing of it) whose one message blocks its
+// dispatcher worker until the gate opens, or 60 s passed.
+class stall_actor final : public akt::actor {
+ public:
+  explicit stall_actor(std::shared_ptr<stall_gate> gate) : gate_(std::move(gate)) {}
+  void receive(akt::receive_context& ctx) override {
+    if (!ctx.is<int>()) return;
+    std::unique_lock<std::mutex> lock(gate_->mutex);
+    ++gate_->inside;
+    gate_->cv.notify_all();
+    (void)gate_->cv.wait_for(lock, std::chrono::seconds(60), [&] { return !gate_->stalled; });
+    --gate_->inside;
+    gate_->cv.notify_all();
+  }
+
+ private:
+  std::shared_ptr<stall_gate> gate_;
+};
+
+// The stall's driver, run by the main thread on SIGUSR1 / SIGUSR2.
+class staller {
+ public:
+  staller(akt::actor_system& sys, std::string node) : sys_(sys), node_(std::move(node)) {}
+
+  void stall() {
+    // Spawned from this (non-worker) thread: a cluster node's spawn claims the name in the
+    // store. Named with the pid: unique in the cluster even beside an earlier process of the node.
+    while (actors_.size() < sys_.worker_count()) {
+      const std::string name = "stall-" + node_ + "-" + std::to_string(::getpid()) + "-" +
+                               std::to_string(actors_.size());
+      auto p = sys_.spawn<stall_actor>(name, gate_);
+      if (!p) {
+        std::fprintf(stderr, "stall: spawn %s: %s\n", name.c_str(), p.error().message().c_str());
+        return;
+      }
+      actors_.push_back(*p);
+    }
+    {
+      std::lock_guard<std::mutex> lock(gate_->mutex);
+      if (gate_->stalled) return;
+      gate_->stalled = true;
+    }
+    for (akt::pid& p : actors_) {
+      if (akt::error e = p.tell(1)) {
+        std::fprintf(stderr, "stall: tell: %s\n", e.message().c_str());
+      }
+    }
+    std::unique_lock<std::mutex> lock(gate_->mutex);
+    const auto n = static_cast<int>(actors_.size());
+    if (gate_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return gate_->inside == n; })) {
+      std::printf("STALLED %d\n", n);
+    } else {
+      std::fprintf(stderr, "stall: only %d of %d workers stuck after 10 s\n", gate_->inside, n);
+    }
+  }
+
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(gate_->mutex);
+      if (!gate_->stalled) return;
+      gate_->stalled = false;
+    }
+    gate_->cv.notify_all();
+    std::printf("RELEASED\n");
+  }
+
+ private:
+  akt::actor_system& sys_;
+  const std::string node_;
+  std::shared_ptr<stall_gate> gate_ = std::make_shared<stall_gate>();
+  std::vector<akt::pid> actors_;
+};
+
+// Prints the node's membership as it changes (EPOCH, FENCED), every 20 ms, from a thread of its
+// own: it reads membership's state, never waits for a dispatcher worker. Stops on destruction.
+class membership_watcher {
+ public:
+  explicit membership_watcher(akt::actor_system& sys)
+      : thread_([this, &sys] {
+          unsigned long long epoch = 0;
+          bool fenced = false;
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop_; })) {
+            const bool now_fenced = akt::cluster::fenced(sys);
+            auto me = akt::cluster::self(sys);
+            if (now_fenced && !fenced) {
+              std::printf("FENCED %llu %lld\n", epoch,
+                          static_cast<long long>(akt::faults::monotonic_ns()));
+            }
+            fenced = now_fenced;
+            if (!now_fenced && me && me->epoch != 0 &&
+                static_cast<unsigned long long>(me->epoch) != epoch) {
+              epoch = static_cast<unsigned long long>(me->epoch);
+              std::printf("EPOCH %llu %lld\n", epoch,
+                          static_cast<long long>(akt::faults::monotonic_ns()));
+            }
+          }
+        }) {}
+  ~membership_watcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  membership_watcher(const membership_watcher&) = delete;
+  membership_watcher& operator=(const membership_watcher&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mutex_
+  std::thread thread_;
+};
+
+// Waits until stdin reaches its end or a blocked SIGTERM / SIGINT is pending; a SIGUSR1 stalls
+// the node's workers and a SIGUSR2 releases them meanwhile.
+void wait_for_the_end(int signals, staller& stall) {
   pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {signals, POLLIN, 0}};
   for (;;) {
     const int r = ::poll(fds, 2, -1);
@@ -144,7 +284,18 @@ void wait_for_the_end(int signals) {
       if (errno == EINTR) continue;
       return;
     }
-    if ((fds[1].revents & POLLIN) != 0) return;  // a signal
+    if ((fds[1].revents & POLLIN) != 0) {  // a signal
+      signalfd_siginfo info{};
+      if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+      if (info.ssi_signo == SIGUSR1) {
+        stall.stall();
+      } else if (info.ssi_signo == SIGUSR2) {
+        stall.release();
+      } else {
+        return;  // SIGTERM, SIGINT
+      }
+      continue;
+    }
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0) {
       char buf[256];
       const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
@@ -193,6 +344,8 @@ int main(int argc, char** argv) {
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGUSR1);  // the stall and its release
+  sigaddset(&mask, SIGUSR2);
   if (pthread_sigmask(SIG_BLOCK, &mask, nullptr) != 0) return 1;
   const int signals = ::signalfd(-1, &mask, SFD_CLOEXEC);
   if (signals < 0) return 1;
@@ -257,7 +410,12 @@ int main(int argc, char** argv) {
   }
   std::printf("READY %s\n", sys.address().c_str());
 
-  wait_for_the_end(signals);
+  staller stall(sys, node);
+  {
+    membership_watcher watcher(sys);
+    wait_for_the_end(signals, stall);
+  }
+  stall.release();  // a stalled node stops too: its workers must finish their handlers
   auto stopped = sys.stop();
   ::close(signals);
   if (!stopped) {

@@ -27,7 +27,8 @@
 // is published. It rejoins with a new lease (a new epoch) when the store answers again, with no
 // grains, and publishes node_rejoined. Keep-alives are sent by the cluster's own thread, and
 // only while a probe message sent through the dispatcher keeps being handled within TTL / 2: a
-// node whose workers are all stuck stops renewing and fences itself.
+// node whose workers are all stuck stops renewing and fences itself, and rejoins only once the
+// probe is handled again (a stuck node takes no new lease: the others place nothing on it).
 
 #include <chrono>
 #include <cstdint>
