@@ -266,6 +266,48 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
+  // ---- (a) against the leases etcd showed (leases.log, written by the test process) ----
+  // A handler line of node N under epoch E that started after the observed delete of N's record
+  // of epoch E started after that lease ended (the observation is late, never early).
+  if (fs::exists(dir / "leases.log")) {
+    r.leases_observed = true;
+    std::map<std::pair<std::string, long long>, std::int64_t> ended;  // (node, epoch) -> ns
+    std::set<std::pair<std::string, long long>> appeared;
+    for (const std::string& line : lines_of(dir / "leases.log", r.torn_lines)) {
+      std::istringstream in(line);
+      std::string tag, node, what;
+      long long epoch = 0;
+      std::int64_t ns = 0;
+      if (!(in >> tag >> node >> epoch >> what >> ns) || tag != "L" ||
+          (what != "put" && what != "delete")) {
+        bad(dir / "leases.log", line);
+        continue;
+      }
+      if (what == "put") {
+        ++r.lease_puts;
+        appeared.insert({node, epoch});
+      } else {
+        ++r.lease_ends;
+        auto [it, fresh] = ended.emplace(std::make_pair(node, epoch), ns);
+        if (!fresh) it->second = std::min(it->second, ns);
+      }
+    }
+    for (const handler_start& h : starts) {
+      const auto key = std::make_pair(h.node, h.epoch);
+      if (!appeared.contains(key)) ++r.lease_unseen;
+      const auto it = ended.find(key);
+      if (it == ended.end()) continue;
+      ++r.lease_checked;
+      if (h.ns > it->second) {
+        r.violations_a.push_back("(a) " + h.grain + " token " + std::to_string(h.token) + " " +
+                                 h.event + " on " + h.node + " (pid " + std::to_string(h.pid) +
+                                 ") under epoch " + std::to_string(h.epoch) + " started at " +
+                                 ms(h.ns) + ", after etcd showed that lease's record deleted at " +
+                                 ms(it->second));
+      }
+    }
+  }
+
   // ---- the fenced store ----
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
   std::set<std::string> grains;
@@ -435,6 +477,11 @@ std::string check_report::summary(std::size_t max_examples) const {
                     percentile(*list, 100));
       out << buf;
     }
+  }
+  if (leases_observed) {
+    out << "leases seen in etcd: " << lease_puts << " records, " << lease_ends
+        << " ended; handler starts checked against their lease's end " << lease_checked
+        << ", under an epoch etcd never showed " << lease_unseen << "\n";
   }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused

@@ -6,7 +6,7 @@
 //       activation (token T' > T) of the same grain started, and no claim (grain, token) was
 //       activated by two processes: the claim a handler ran on was still current when it
 //       started, as far as handler times show. (Whether a handler started after its node's
-//       lease validity ended needs the lease's times, which the evidence does not hold yet.)
+//       lease validity ended needs the lease's times: see below.)
 //   (b) the fenced store never accepted a write with a stale token: per grain, the tokens of its
 //       accepted lines (O, A) never decrease, in the order the store took them;
 //   (c) no two activations of one grain started handlers in overlapping intervals (an
@@ -22,6 +22,11 @@
 // a membership epoch greater than every epoch its handlers carried before SIGSTOP (it rejoined
 // under a new one). Overlaps (c) in which the older activation's process was paused between
 // the two first starts are counted apart as explained by the pause.
+//
+// Against the leases (leases.log, when the run has it: the test process's own watch of the member
+// records in etcd, fault_leases.hpp) it proves (a) strictly, as part of (a): no handler line of
+// node N under epoch E started after the observed delete of N's record of epoch E. The delete is
+// observed late, never early, so a handler after it certainly started after its lease ended.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
@@ -67,6 +72,14 @@ struct check_report {
   // The same measure from each clean stop (T) and from each pause (P).
   std::vector<double> stop_failover_ms, pause_failover_ms;
   std::size_t stop_unrecovered = 0, pause_unrecovered = 0;
+
+  // The leases as the test process saw them in etcd (leases.log, fault_leases.hpp), when the
+  // run has that file: records that appeared and ended, the handler starts whose lease's end was
+  // seen (each checked: it started before that end, else a violation of (a)), and handler
+  // starts under an epoch no record of their node was seen with (a record that came and went
+  // while the watch was being restarted; counted, not checked).
+  bool leases_observed = false;
+  std::size_t lease_puts = 0, lease_ends = 0, lease_checked = 0, lease_unseen = 0;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

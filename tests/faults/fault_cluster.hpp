@@ -53,6 +53,7 @@
 
 #include "faults/fault_checker.hpp"
 #include "faults/fault_evidence.hpp"
+#include "faults/fault_leases.hpp"
 #include "faults/fault_messages.hpp"
 #include "faults/fault_process.hpp"
 #include "support/etcd_process.hpp"
@@ -181,6 +182,13 @@ class fault_cluster {
     calls_fd_ = open_append(dir_ / "calls.log");
     if (faults_fd_ < 0 || calls_fd_ < 0) {
       ADD_FAILURE() << "cannot open the evidence files under " << dir_;
+      return false;
+    }
+    // The leases as etcd shows them (check (a) against their ends), watched before any node
+    // starts.
+    if (std::string why = leases_.start(etcd_->endpoint(), cluster_, dir_ / "leases.log");
+        !why.empty()) {
+      ADD_FAILURE() << "the lease watch did not start: " << why;
       return false;
     }
     nodes_.resize(static_cast<std::size_t>(opt_.nodes));
@@ -372,6 +380,10 @@ class fault_cluster {
       const int status = s.proc->finish(std::chrono::seconds(30));
       EXPECT_EQ(status, 0) << s.name << " did not stop cleanly: " << s.proc->log_text(3000);
     }
+    // The nodes revoked their leases as they stopped: the last deletes reach the lease watch
+    // (bounded; a delete not seen only leaves its epoch's handlers unchecked against it).
+    (void)akt::test::eventually([&] { return !leases_.any_record(); }, std::chrono::seconds(5));
+    leases_.stop();
     etcd_.reset();
     check_report r = check_evidence(dir_);
     std::cout << opt_.title << ": " << opt_.nodes << " nodes, " << n_grains_ << " grains, "
@@ -496,6 +508,8 @@ class fault_cluster {
   std::atomic<long> sent_{0};  // traffic threads add; read after they are joined
   int kills_ = 0, terms_ = 0, pauses_ = 0;
   std::vector<std::string> rss_;  // per node, then the driver
+  // Last: destroyed first, before etcd (its watch ends with the connection).
+  lease_watcher leases_;
 };
 
 }  // namespace akt::faults

@@ -23,6 +23,9 @@
 //     K <node> <pid> <ns>   (SIGKILL sent)        S <node> <pid> <ns>   (READY seen)
 //     T <node> <pid> <ns>   (SIGTERM sent)        E <node> <pid> <ns>   (exit seen, status 0)
 //     P <node> <pid> <ns>   (stopped by SIGSTOP)  R <node> <pid> <ns>   (SIGCONT about to go)
+//   DIR/leases.log                  the test process's watch of the member records in etcd
+//     L <node> <epoch> <put|delete> <ns>   a record under lease <epoch> appeared / was deleted
+//                                          (observed at <ns>; fault_leases.hpp)
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on
@@ -141,5 +144,33 @@ class fenced_store {
   const std::string node_;
   const pid_t pid_;
 };
+
+// The member records' prefix (src/cluster/member_record.cpp, members_prefix: the key layout is
+// the cluster's documented one, /akt/<cluster>/v1/members/<node>).
+inline std::string members_prefix(const std::string& cluster) {
+  return "/akt/" + cluster + "/v1/members/";
+}
+
+// The `epoch=` field of a member record's text (member_record.hpp); -1 when it has none.
+inline long long record_epoch(std::string_view value) {
+  std::size_t at = 0;
+  while (at < value.size()) {
+    const std::size_t eol = value.find('\n', at);
+    const std::string_view line =
+        value.substr(at, eol == std::string_view::npos ? std::string_view::npos : eol - at);
+    if (line.rfind("epoch=", 0) == 0) {
+      long long v = 0;
+      if (line.size() == 6) return -1;
+      for (std::size_t i = 6; i < line.size(); ++i) {
+        if (line[i] < '0' || line[i] > '9') return -1;
+        v = v * 10 + (line[i] - '0');
+      }
+      return v;
+    }
+    if (eol == std::string_view::npos) break;
+    at = eol + 1;
+  }
+  return -1;
+}
 
 }  // namespace akt::faults
