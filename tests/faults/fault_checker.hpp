@@ -27,6 +27,10 @@
 // records in etcd, fault_leases.hpp) it proves (a) strictly, as part of (a): no handler line of
 // node N under epoch E started after the observed delete of N's record of epoch E. The delete is
 // observed late, never early, so a handler after it certainly started after its lease ended.
+// Also: no epoch of a node appears in the handler lines of two of its processes (a restarted
+// process never runs under its predecessor's lease), and each activation ran on a claim (as the
+// test process saw it created in etcd) made for its node on a lease that process held: never
+// an old process's.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
@@ -80,6 +84,10 @@ struct check_report {
   // while the watch was being restarted; counted, not checked).
   bool leases_observed = false;
   std::size_t lease_puts = 0, lease_ends = 0, lease_checked = 0, lease_unseen = 0;
+  // The grain claims it saw created (G lines), the activations held to theirs (its owner is
+  // the activation's node, its lease one of that process's epochs) and those whose claim was
+  // not seen.
+  std::size_t claims_seen = 0, claims_checked = 0, claims_unseen = 0;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

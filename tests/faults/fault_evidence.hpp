@@ -26,6 +26,8 @@
 //   DIR/leases.log                  the test process's watch of the member records in etcd
 //     L <node> <epoch> <put|delete> <ns>   a record under lease <epoch> appeared / was deleted
 //                                          (observed at <ns>; fault_leases.hpp)
+//     G <grain> <token> <owner> <epoch> <ns>  a claim of <grain> (token: its key's create
+//                                          revision) for node <owner> on lease <epoch>
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on
@@ -151,26 +153,34 @@ inline std::string members_prefix(const std::string& cluster) {
   return "/akt/" + cluster + "/v1/members/";
 }
 
-// The `epoch=` field of a member record's text (member_record.hpp); -1 when it has none.
-inline long long record_epoch(std::string_view value) {
+// The value of a `<key>=` line of a member or claim record's text (member_record.hpp,
+// grain_claim_record.hpp: the last one counts); "-" when it has none.
+inline std::string record_field(std::string_view value, std::string_view key) {
+  std::string found = "-";
   std::size_t at = 0;
   while (at < value.size()) {
     const std::size_t eol = value.find('\n', at);
     const std::string_view line =
         value.substr(at, eol == std::string_view::npos ? std::string_view::npos : eol - at);
-    if (line.rfind("epoch=", 0) == 0) {
-      long long v = 0;
-      if (line.size() == 6) return -1;
-      for (std::size_t i = 6; i < line.size(); ++i) {
-        if (line[i] < '0' || line[i] > '9') return -1;
-        v = v * 10 + (line[i] - '0');
-      }
-      return v;
-    }
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == '=')
+      found = std::string(line.substr(key.size() + 1));
     if (eol == std::string_view::npos) break;
     at = eol + 1;
   }
-  return -1;
+  return found;
+}
+
+// The `epoch=` field of a member or claim record's text: the lease id it lives on; -1 when it
+// has none or it is not a number.
+inline long long record_epoch(std::string_view value) {
+  const std::string v = record_field(value, "epoch");
+  if (v == "-" || v.empty() || v.size() > 19) return -1;  // a lease id: 19 digits at most
+  unsigned long long n = 0;
+  for (char ch : v) {
+    if (ch < '0' || ch > '9') return -1;
+    n = n * 10 + static_cast<unsigned>(ch - '0');
+  }
+  return n > 0x7fffffffffffffffull ? -1 : static_cast<long long>(n);
 }
 
 }  // namespace akt::faults

@@ -1,7 +1,8 @@
 #pragma once
 // The fault harness's view of the nodes' leases (issue 20, check (a)): the test process watches
-// the cluster's member records in etcd over a store connection of its own and appends to
-// DIR/leases.log, one line per change it observes, with CLOCK_MONOTONIC at the observation:
+// the cluster's keys in etcd (/akt/<cluster>/v1/: the member records and the grain claims) over a
+// store connection of its own and appends to DIR/leases.log, one line per change it observes, with
+// CLOCK_MONOTONIC at the observation:
 //
 //   L <node> <epoch> put <ns>      the record of <node> under lease <epoch> appeared
 //   L <node> <epoch> delete <ns>   that record was deleted: its lease expired or was revoked
@@ -14,6 +15,10 @@
 // (etcd's delivery, this process's scheduling): a handler line of <node> with <epoch> that
 // started after the delete's <ns> certainly started after its lease ended; the checker's (a)
 // holds every handler line to that.
+//
+// It also writes each grain claim it sees created (fault_evidence.hpp's G line: the grain, the
+// claim's token, its owner and the lease it lives on), once per claim, so that the checker can
+// hold every activation to the claim it ran on: its own node's, under one of its own epochs.
 //
 // Only appearances are written: a later put of the same record (its load, leaving=1) keeps the
 // epoch and is skipped. A lost watch is started again from the last revision seen + 1; when
@@ -60,7 +65,9 @@ class lease_watcher final : public akt::cluster::watch_handler {
     using namespace std::chrono_literals;
     fd_ = open_append(log);
     if (fd_ < 0) return "cannot open " + log.string();
-    prefix_ = members_prefix(cluster);
+    prefix_ = "/akt/" + cluster + "/v1/";
+    members_ = members_prefix(cluster);
+    grains_ = prefix_ + "grains/";
     akt::etcd::etcd_options eo;
     eo.endpoints = {endpoint};
     eo.call_timeout = 1000ms;
@@ -107,6 +114,10 @@ class lease_watcher final : public akt::cluster::watch_handler {
     std::lock_guard<std::mutex> lock(mutex_);
     return deletes_;
   }
+  std::size_t claims() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return claims_seen_;
+  }
   std::size_t restarts() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return restarts_;
@@ -118,11 +129,16 @@ class lease_watcher final : public akt::cluster::watch_handler {
     const std::int64_t now = monotonic_ns();
     std::lock_guard<std::mutex> lock(mutex_);
     for (const akt::cluster::watch_event& e : events) {
-      const std::string name = e.kv.key.substr(prefix_.size());
-      if (e.what == akt::cluster::watch_event::kind::put) {
-        note_put_locked(name, record_epoch(e.kv.value), now);
-      } else {
-        note_delete_locked(name, now);
+      if (e.kv.key.rfind(members_, 0) == 0) {
+        const std::string name = e.kv.key.substr(members_.size());
+        if (e.what == akt::cluster::watch_event::kind::put) {
+          note_put_locked(name, record_epoch(e.kv.value), now);
+        } else {
+          note_delete_locked(name, now);
+        }
+      } else if (e.kv.key.rfind(grains_, 0) == 0 &&
+                 e.what == akt::cluster::watch_event::kind::put) {
+        note_claim_locked(e.kv, now);
       }
       if (e.kv.mod_revision > last_revision_) last_revision_ = e.kv.mod_revision;
     }
@@ -153,6 +169,18 @@ class lease_watcher final : public akt::cluster::watch_handler {
     line_locked(name, it->second, "delete", now);
     epochs_.erase(it);
   }
+  // Under mutex_: a grain claim as stored (its token: the key's create revision), written once
+  // per claim. The key ends in <kind>/<name>; the line names the grain by its name.
+  void note_claim_locked(const akt::cluster::key_value& kv, std::int64_t now) {
+    const std::string grain = kv.key.substr(kv.key.rfind('/') + 1);
+    std::int64_t& last = claims_[kv.key];
+    if (last == kv.create_revision) return;  // the same claim written again
+    last = kv.create_revision;
+    ++claims_seen_;
+    (void)append_line(fd_, "G " + grain + " " + std::to_string(kv.create_revision) + " " +
+                               record_field(kv.value, "owner") + " " +
+                               std::to_string(record_epoch(kv.value)) + " " + std::to_string(now));
+  }
   void line_locked(const std::string& name, long long epoch, const char* what, std::int64_t now) {
     (void)append_line(
         fd_, "L " + name + " " + std::to_string(epoch) + " " + what + " " + std::to_string(now));
@@ -181,8 +209,12 @@ class lease_watcher final : public akt::cluster::watch_handler {
       const std::int64_t now = monotonic_ns();
       std::lock_guard<std::mutex> lock(mutex_);
       std::map<std::string, long long> found;
-      for (const akt::cluster::key_value& kv : got->kvs)
-        found[kv.key.substr(prefix_.size())] = record_epoch(kv.value);
+      for (const akt::cluster::key_value& kv : got->kvs) {
+        if (kv.key.rfind(members_, 0) == 0)
+          found[kv.key.substr(members_.size())] = record_epoch(kv.value);
+        else if (kv.key.rfind(grains_, 0) == 0)
+          note_claim_locked(kv, now);
+      }
       std::vector<std::string> gone;
       for (const auto& [name, epoch] : epochs_)
         if (!found.contains(name)) gone.push_back(name);
@@ -229,8 +261,11 @@ class lease_watcher final : public akt::cluster::watch_handler {
   std::thread thread_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::string, long long> epochs_;   // guarded: node -> epoch of its record now
-  akt::cluster::revision last_revision_ = 0;  // guarded
+  std::map<std::string, long long> epochs_;     // guarded: node -> epoch of its record now
+  std::map<std::string, std::int64_t> claims_;  // guarded: claim key -> last token written
+  std::size_t claims_seen_ = 0;                 // guarded
+  std::string members_, grains_;                // set by start()
+  akt::cluster::revision last_revision_ = 0;    // guarded
   bool lost_ = false, compacted_ = false, stopping_ = false;  // guarded
   std::size_t puts_ = 0, deletes_ = 0, restarts_ = 0;         // guarded
   std::unique_ptr<akt::cluster::watch_handle> watch_;         // guarded when replaced
