@@ -28,7 +28,7 @@
 // Contract: start() and stop() from the owner's thread (stop is idempotent, also run by the
 // destructor). The store's completion thread delivers the watch (on_events, on_end) and writes
 // the lines; the watcher's own thread restarts a lost watch. State shared by the two is guarded
-// by mutex_. Memory: one entry per member name.
+// by mutex_. Memory: one entry per member name and one per grain claim key.
 
 #include <akt/cluster/store.hpp>
 #include <akt/etcd/etcd_store.hpp>
