@@ -60,6 +60,15 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
         events.publish(grain_activation_failed{id, fenced});
       return error_access::mark_refused(std::move(fenced));
     }
+  } else if (layer_of(sys).fence_expected()) {
+    // A cluster node whose cluster has not started yet (its remoting listens already; a node
+    // started again under its name and address is reached by peers that still route there):
+    // it holds no lease, so no claim can be made or proven.
+    timers_stopped_ = true;
+    error early(errc::not_owner, "this node has not joined its cluster yet");
+    if (events.has_subscribers<grain_activation_failed>())
+      events.publish(grain_activation_failed{id, early});
+    return error_access::mark_refused(std::move(early));
   }
   // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
   // gate sees every activation of this node before any of its handlers runs.

@@ -146,6 +146,10 @@ class grain_layer final : public system_extension {
   grain_placement* placement() const noexcept { return placement_.load(std::memory_order_acquire); }
   grain_activation_gate* gate() const noexcept { return gate_.load(std::memory_order_acquire); }
   const grain_fence* fence() const noexcept { return fence_.load(std::memory_order_acquire); }
+  // Whether this system is a cluster node (its config has a cluster section): its grains run
+  // only under the cluster's fence, which its cluster installs as it starts. Until then (remoting
+  // already listens) no grain of it may activate. Immutable: any thread.
+  bool fence_expected() const noexcept { return core_->config_.cluster.has_value(); }
   bool set_fence(const grain_fence* f) noexcept {
     const grain_fence* expected = nullptr;
     return fence_.compare_exchange_strong(expected, f, std::memory_order_acq_rel);

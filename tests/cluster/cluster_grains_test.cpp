@@ -3,6 +3,11 @@
 // store's fault injection or a configuration of their own.
 #include "cluster/cluster_grains_rules.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <thread>
 
@@ -146,6 +151,136 @@ TEST(Cluster_GrainBarrier, ActivationsFailPastTheBarrierTimeoutWithoutTheMinimum
   ASSERT_FALSE(r);
   EXPECT_EQ(r.code(), errc::cluster_quorum_timeout) << r.error().message();
   EXPECT_EQ(g_ledger.count(tally_id("b").str()), 0);
+}
+
+// A loopback port that was free a moment ago (bound to port 0, read back, closed).
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// A node started again under its name and address while the old process's lease still holds
+// the name waits in its join (start_wait), and its remoting already listens there: peers that
+// still route to that address reach it. Until it has joined it holds no lease, so it must
+// refuse every grain (no claim can be proven); it used to activate them with fencing token 0,
+// outside the registry (issue 20, restart under the same name).
+TEST(Cluster_Grains, ANodeStillWaitingInItsJoinActivatesNoGrain) {
+  g_ledger.reset();
+  auto store = std::make_shared<akt::cluster::inproc_store>();
+  akt::actor_system holder("holder", cluster_node_config(store, "same", "joinwait"));
+  ASSERT_FALSE(akt::register_grain_kind<tally>(holder));
+  ASSERT_TRUE(holder.start());  // holds the name "same" on a live lease
+  akt::system_config cfg = cluster_node_config(store, "same", "joinwait");
+  cfg.cluster->start_wait = 4s;
+  const int port = free_loopback_port();
+  ASSERT_NE(port, 0);
+  cfg.remote->port = static_cast<std::uint16_t>(port);
+  akt::actor_system waiting("waiting", cfg);
+  ASSERT_FALSE(akt::register_grain_kind<tally>(waiting));
+  std::promise<akt::result<void>> started;
+  auto start_done = started.get_future();
+  std::thread starter([&] { started.set_value(waiting.start()); });
+
+  akt::system_config pc;
+  pc.workers = 1;
+  pc.remote = akt::remote_config{};
+  akt::actor_system client("client", pc);
+  ASSERT_TRUE(client.start());
+  const std::string node = "127.0.0.1:" + std::to_string(port);
+  // Sent until the waiting node's remoting answers (it listens before the join ends).
+  akt::result<std::int64_t> r = akt::error(errc::unreachable);
+  (void)eventually(
+      [&] {
+        r = akt::remote::ask_grain_on<std::int64_t>(client, node, tally_id("early"),
+                                                    std::int32_t{1}, 500ms);
+        return r || r.code() != errc::unreachable;
+      },
+      3s);
+  EXPECT_EQ(start_done.wait_for(0s), std::future_status::timeout)
+      << "the join was still waiting when the grain message came";
+  EXPECT_FALSE(r) << "a node without a lease activated a grain (token "
+                  << g_ledger.token["test.tally/early"] << ")";
+  if (!r) {
+    EXPECT_EQ(r.code(), errc::not_owner) << r.error().message();
+  }
+  EXPECT_EQ(g_ledger.count("test.tally/early"), 0);
+  starter.join();
+  const akt::result<void> joined = start_done.get();
+  EXPECT_FALSE(joined) << "the name stays held by the live holder";
+}
+
+// The in-process store, whose open_store waits until the test lets it go (bounded): holds a
+// node's cluster start before it has anything of the cluster installed.
+class held_store final : public akt::cluster::store_provider {
+ public:
+  explicit held_store(std::shared_ptr<akt::cluster::inproc_store> s) : store_(std::move(s)) {}
+  akt::result<std::unique_ptr<akt::cluster::store>> open_store(std::string_view node) override {
+    opening = true;
+    (void)eventually([&] { return released.load(); }, 10s);
+    return store_->open_store(node);
+  }
+  std::atomic<bool> opening{false}, released{false};
+
+ private:
+  std::shared_ptr<akt::cluster::inproc_store> store_;
+};
+
+// The same, earlier in the start: remoting listens before the cluster has even opened its store
+// connection (an etcd connect may take seconds). No grain activates there either.
+TEST(Cluster_Grains, ANodeWhoseClusterIsStillStartingActivatesNoGrain) {
+  g_ledger.reset();
+  auto held = std::make_shared<held_store>(std::make_shared<akt::cluster::inproc_store>());
+  akt::system_config cfg = cluster_node_config(held, "early", "starting");
+  const int port = free_loopback_port();
+  ASSERT_NE(port, 0);
+  cfg.remote->port = static_cast<std::uint16_t>(port);
+  akt::actor_system node("early", cfg);
+  ASSERT_FALSE(akt::register_grain_kind<tally>(node));
+  std::promise<akt::result<void>> started;
+  auto start_done = started.get_future();
+  std::thread starter([&] { started.set_value(node.start()); });
+  akt::system_config pc;
+  pc.workers = 1;
+  pc.remote = akt::remote_config{};
+  akt::actor_system client("client", pc);
+  EXPECT_TRUE(client.start());
+  EXPECT_TRUE(eventually([&] { return held->opening.load(); }, 10s));
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  akt::result<std::int64_t> r = akt::error(errc::unreachable);
+  (void)eventually(
+      [&] {
+        r = akt::remote::ask_grain_on<std::int64_t>(client, at, tally_id("early"), std::int32_t{1},
+                                                    500ms);
+        return r || r.code() != errc::unreachable;
+      },
+      5s);
+  EXPECT_FALSE(r) << "a node whose cluster is still starting activated a grain (token "
+                  << g_ledger.token["test.tally/early"] << ")";
+  if (!r) {
+    EXPECT_EQ(r.code(), errc::not_owner) << r.error().message();
+  }
+  EXPECT_EQ(g_ledger.count("test.tally/early"), 0);
+  held->released = true;
+  starter.join();
+  const akt::result<void> joined = start_done.get();
+  ASSERT_TRUE(joined) << joined.error().message();
+  // Once started, it hosts the grain under a claim.
+  auto after =
+      akt::remote::ask_grain_on<std::int64_t>(client, at, tally_id("early"), std::int32_t{1}, 5s);
+  ASSERT_TRUE(after) << after.error().message();
+  EXPECT_EQ(g_ledger.count("test.tally/early"), 1);
+  EXPECT_GT(g_ledger.token["test.tally/early"], 0);
 }
 
 TEST(Cluster_GrainBarrier, ActivationsWaitUntilMembershipReachesTheMinimumPeers) {

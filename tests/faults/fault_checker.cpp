@@ -346,6 +346,107 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
+  // ---- (a) against the leases etcd showed (leases.log, written by the test process) ----
+  // A handler line of node N under epoch E that started after the observed delete of N's record
+  // of epoch E started after that lease ended (the observation is late, never early).
+  if (fs::exists(dir / "leases.log")) {
+    r.leases_observed = true;
+    std::map<std::pair<std::string, long long>, std::int64_t> ended;  // (node, epoch) -> ns
+    std::set<std::pair<std::string, long long>> appeared;
+    for (const std::string& line : lines_of(dir / "leases.log", r.torn_lines)) {
+      if (!line.empty() && line[0] == 'G') continue;  // a claim: read below
+      std::istringstream in(line);
+      std::string tag, node, what;
+      long long epoch = 0;
+      std::int64_t ns = 0;
+      if (!(in >> tag >> node >> epoch >> what >> ns) || tag != "L" ||
+          (what != "put" && what != "delete")) {
+        bad(dir / "leases.log", line);
+        continue;
+      }
+      if (what == "put") {
+        ++r.lease_puts;
+        appeared.insert({node, epoch});
+      } else {
+        ++r.lease_ends;
+        auto [it, fresh] = ended.emplace(std::make_pair(node, epoch), ns);
+        if (!fresh) it->second = std::min(it->second, ns);
+      }
+    }
+    for (const handler_start& h : starts) {
+      const auto key = std::make_pair(h.node, h.epoch);
+      if (!appeared.contains(key)) ++r.lease_unseen;
+      const auto it = ended.find(key);
+      if (it == ended.end()) continue;
+      ++r.lease_checked;
+      if (h.ns > it->second) {
+        r.violations_a.push_back("(a) " + h.grain + " token " + std::to_string(h.token) + " " +
+                                 h.event + " on " + h.node + " (pid " + std::to_string(h.pid) +
+                                 ") under epoch " + std::to_string(h.epoch) + " started at " +
+                                 ms(h.ns) + ", after etcd showed that lease's record deleted at " +
+                                 ms(it->second));
+      }
+    }
+  }
+
+  // ---- (a) one epoch, one process; and each activation on a claim of its own ----
+  // An epoch is the lease of one join of one process: handler lines of two processes of a node
+  // under one epoch mean a process ran on a lease it never held (a restart under the same name
+  // serving the old one's). Then, for each activation whose claim the test process saw created (G
+  // lines in leases.log): the claim names its node as owner and lives on a lease that process
+  // wrote handler lines under, never an older process's lease.
+  std::map<std::pair<std::string, long long>, std::set<long long>> pids_of_epoch;
+  std::map<long long, std::set<long long>> epochs_of_pid;
+  for (const handler_start& h : starts) {
+    if (h.epoch <= 0) continue;
+    pids_of_epoch[{h.node, h.epoch}].insert(h.pid);
+    epochs_of_pid[h.pid].insert(h.epoch);
+  }
+  for (const auto& [key, pids] : pids_of_epoch) {
+    if (pids.size() < 2) continue;
+    std::string who;
+    for (long long pid : pids) who += (who.empty() ? "" : ", ") + std::to_string(pid);
+    r.violations_a.push_back("(a) " + key.first + "'s epoch " + std::to_string(key.second) +
+                             " in the handler lines of several of its processes: pids " + who);
+  }
+  if (fs::exists(dir / "leases.log")) {
+    struct claim_seen {
+      std::string owner;
+      long long epoch = 0;
+    };
+    std::map<std::pair<std::string, std::int64_t>, claim_seen> claims;
+    std::size_t ignored_torn = 0;  // counted once, by the lease pass above
+    for (const std::string& line : lines_of(dir / "leases.log", ignored_torn)) {
+      if (line.empty() || line[0] != 'G') continue;
+      std::istringstream in(line);
+      std::string tag, grain;
+      std::int64_t token = 0, ns = 0;
+      claim_seen cl;
+      if (!(in >> tag >> grain >> token >> cl.owner >> cl.epoch >> ns) || tag != "G") {
+        bad(dir / "leases.log", line);
+        continue;
+      }
+      ++r.claims_seen;
+      claims[{grain, token}] = cl;
+    }
+    for (const auto& [key, a] : acts) {
+      const auto it = claims.find({a.grain, a.token});
+      if (it == claims.end()) {
+        ++r.claims_unseen;
+        continue;
+      }
+      ++r.claims_checked;
+      const claim_seen& cl = it->second;
+      const std::set<long long>& own = epochs_of_pid[a.pid];
+      if (cl.owner != a.node) {
+        r.violations_a.push_back("(a) " + a.who() + " ran on a claim made for " + cl.owner);
+      } else if (!own.contains(cl.epoch)) {
+        r.violations_a.push_back("(a) " + a.who() + " ran on a claim on lease " +
+                                 std::to_string(cl.epoch) + ", not one of that process's epochs");
+      }
+    }
+  }
+
   // ---- the fenced store ----
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
   std::set<std::string> grains;
@@ -530,6 +631,13 @@ std::string check_report::summary(std::size_t max_examples) const {
                   stall_failover_ms.size(), stall_unrecovered, percentile(stall_failover_ms, 50),
                   percentile(stall_failover_ms, 99), percentile(stall_failover_ms, 100));
     out << buf;
+  }
+  if (leases_observed) {
+    out << "leases seen in etcd: " << lease_puts << " records, " << lease_ends
+        << " ended; handler starts checked against their lease's end " << lease_checked
+        << ", under an epoch etcd never showed " << lease_unseen << "\n";
+    out << "claims seen in etcd: " << claims_seen << "; activations checked against their claim "
+        << claims_checked << ", on a claim not seen " << claims_unseen << "\n";
   }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused

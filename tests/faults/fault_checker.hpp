@@ -6,7 +6,7 @@
 //       activation (token T' > T) of the same grain started, and no claim (grain, token) was
 //       activated by two processes: the claim a handler ran on was still current when it
 //       started, as far as handler times show. (Whether a handler started after its node's
-//       lease validity ended needs the lease's times, which the evidence does not hold yet.)
+//       lease validity ended needs the lease's times: see below.)
 //   (b) the fenced store never accepted a write with a stale token: per grain, the tokens of its
 //       accepted lines (O, A) never decrease, in the order the store took them;
 //   (c) no two activations of one grain started handlers in overlapping intervals (an
@@ -29,6 +29,14 @@
 // activated before the stall, and a new epoch on every handler after it. Besides, a stalled
 // process starts no handler between W and U (a stall_leaks line each: the stall was not one,
 // so the run proves nothing about it); failover is measured from each W line as from a pause.
+// Against the leases (leases.log, when the run has it: the test process's own watch of the member
+// records in etcd, fault_leases.hpp) it proves (a) strictly, as part of (a): no handler line of
+// node N under epoch E started after the observed delete of N's record of epoch E. The delete is
+// observed late, never early, so a handler after it certainly started after its lease ended.
+// Also: no epoch of a node appears in the handler lines of two of its processes (a restarted
+// process never runs under its predecessor's lease), and each activation ran on a claim (as the
+// test process saw it created in etcd) made for its node on a lease that process held: never
+// an old process's.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
@@ -84,6 +92,17 @@ struct check_report {
   std::vector<std::string> stall_leaks;
   std::vector<double> stall_failover_ms;
   std::size_t stall_unrecovered = 0;
+  // The leases as the test process saw them in etcd (leases.log, fault_leases.hpp), when the
+  // run has that file: records that appeared and ended, the handler starts whose lease's end was
+  // seen (each checked: it started before that end, else a violation of (a)), and handler
+  // starts under an epoch no record of their node was seen with (a record that came and went
+  // while the watch was being restarted; counted, not checked).
+  bool leases_observed = false;
+  std::size_t lease_puts = 0, lease_ends = 0, lease_checked = 0, lease_unseen = 0;
+  // The grain claims it saw created (G lines), the activations held to theirs (its owner is
+  // the activation's node, its lease one of that process's epochs) and those whose claim was
+  // not seen.
+  std::size_t claims_seen = 0, claims_checked = 0, claims_unseen = 0;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

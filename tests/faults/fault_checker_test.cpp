@@ -280,6 +280,157 @@ TEST(FaultChecker, AStallWithoutItsReleaseLeaksEveryLaterHandler) {
       << r.stall_leaks[0];
 }
 
+// The leases as the test process saw them in etcd (leases.log) for the clean run: n0's record
+// under epoch 7 (the epoch h() writes) is deleted, observed at 4.9 s, after its kill at 3 s; n1's
+// lives on. n0 started again under epoch 9 at 6 s. g0's two claims as the activations used them.
+std::string lease(const std::string& node, long long epoch, const std::string& what,
+                  std::int64_t ns) {
+  return "L " + node + " " + std::to_string(epoch) + " " + what + " " + std::to_string(ns) + "\n";
+}
+// A grain claim as the test process saw it created.
+std::string claim(const std::string& grain, std::int64_t token, const std::string& owner,
+                  long long epoch, std::int64_t ns) {
+  return "G " + grain + " " + std::to_string(token) + " " + owner + " " + std::to_string(epoch) +
+         " " + std::to_string(ns) + "\n";
+}
+void write_leases(evidence_dir& d) {
+  d.write("leases.log",
+          lease("n0", 7, "put", 0) + lease("n1", 7, "put", 0) + lease("driver", 3, "put", 0) +
+              claim("g0", 10, "n0", 7, 1 * k_s) + claim("g0", 20, "n1", 7, 5 * k_s) +
+              lease("n0", 7, "delete", 4 * k_s + 900'000'000) + lease("n0", 9, "put", 6 * k_s));
+}
+
+TEST(FaultChecker, HandlersBeforeTheirLeaseEndedCheckClean) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  // n0's new process (pid 103) under its new epoch, after the old one's end: its own lease.
+  d.write("handlers/n0-103.log", he("n0", 103, 9, 60, 7 * k_s, "activate", "g5"));
+  d.write("store/g5", st('O', 60, 0, "n0", 103, 7 * k_s));
+  d.write("leases.log", claim("g5", 60, "n0", 9, 7 * k_s));
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.claims_seen, 3u);
+  EXPECT_EQ(r.claims_checked, 3u) << r.summary();
+  EXPECT_EQ(r.claims_unseen, 0u) << r.summary();
+  EXPECT_TRUE(r.leases_observed);
+  EXPECT_EQ(r.lease_puts, 4u);
+  EXPECT_EQ(r.lease_ends, 1u);
+  EXPECT_EQ(r.lease_checked, 3u) << r.summary();  // n0's three handlers under epoch 7
+  EXPECT_EQ(r.lease_unseen, 0u) << r.summary();
+  EXPECT_NE(r.summary().find("handler starts checked against their lease's end 3"),
+            std::string::npos)
+      << r.summary();
+}
+
+TEST(FaultChecker, AHandlerAfterItsLeaseEndedIsAViolationOfA) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  // n0 (pid 100, still under epoch 7) activates g5 at 5 s: no other claim of g5 exists, so
+  // only the lease's end, observed at 4.9 s, shows that this handler should not have started.
+  d.write("handlers/n0-100.log", h("n0", 100, 60, 5 * k_s, "activate", "g5"));
+  d.write("store/g5", st('O', 60, 0, "n0", 100, 5 * k_s));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_NE(r.violations_a[0].find("g5 token 60 activate on n0 (pid 100) under epoch 7"),
+            std::string::npos)
+      << r.violations_a[0];
+  EXPECT_NE(r.violations_a[0].find("record deleted at 4.900 s"), std::string::npos)
+      << r.violations_a[0];
+  EXPECT_TRUE(r.overlaps_c.empty()) << r.summary();
+  EXPECT_FALSE(r.clean());
+}
+
+// n0 killed and started again at once under its name (pid 103): what the new process must
+// never do with what the old one (pid 100, epoch 7) held.
+TEST(FaultChecker, ARestartedProcessUnderItsPredecessorsEpochIsAViolationOfA) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  // The new process writes a handler line under the old epoch 7 (on a new claim of its own).
+  d.write("handlers/n0-103.log", he("n0", 103, 7, 60, 4 * k_s, "activate", "g5"));
+  d.write("store/g5", st('O', 60, 0, "n0", 103, 4 * k_s));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_NE(r.violations_a[0].find("n0's epoch 7 in the handler lines of several of its "
+                                   "processes: pids 100, 103"),
+            std::string::npos)
+      << r.violations_a[0];
+}
+
+TEST(FaultChecker, AnActivationOnTheOldProcesssClaimIsAViolationOfA) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  // The old process's claim of g5 (token 60, on lease 7) was never activated by it; the new
+  // process (epoch 9) activates it instead of claiming g5 anew.
+  d.write("leases.log", claim("g5", 60, "n0", 7, 2 * k_s));
+  d.write("handlers/n0-103.log", he("n0", 103, 9, 60, 7 * k_s, "activate", "g5"));
+  d.write("store/g5", st('O', 60, 0, "n0", 103, 7 * k_s));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_NE(r.violations_a[0].find("g5 token 60 on n0 (pid 103) ran on a claim on lease 7, not "
+                                   "one of that process's epochs"),
+            std::string::npos)
+      << r.violations_a[0];
+}
+
+TEST(FaultChecker, AnActivationOnAnotherNodesClaimIsAViolationOfA) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  d.write("leases.log", claim("g5", 60, "n1", 7, 2 * k_s));
+  d.write("handlers/n0-100.log", h("n0", 100, 60, 3 * k_s - 1, "activate", "g5"));
+  d.write("store/g5", st('O', 60, 0, "n0", 100, 3 * k_s - 1));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_NE(r.violations_a[0].find("g5 token 60 on n0 (pid 100) ran on a claim made for n1"),
+            std::string::npos)
+      << r.violations_a[0];
+}
+
+TEST(FaultChecker, AHandlerUnderAnEpochEtcdNeverShowedIsCountedAndABadLeaseLineFails) {
+  evidence_dir d;
+  write_clean_run(d);
+  write_leases(d);
+  d.write("handlers/n2-102.log", he("n2", 102, 11, 70, 1 * k_s, "activate", "g6"));
+  d.write("store/g6", st('O', 70, 0, "n2", 102, 1 * k_s));
+  check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.lease_unseen, 1u) << r.summary();
+  d.write("leases.log", "L n2 11 expired 5\n");
+  r = d.check();
+  EXPECT_EQ(r.malformed.size(), 1u) << r.summary();
+  EXPECT_FALSE(r.clean());
+}
+
+TEST(FaultChecker, WithoutLeasesLogNothingIsCheckedAgainstLeases) {
+  evidence_dir d;
+  write_clean_run(d);
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_FALSE(r.leases_observed);
+  EXPECT_EQ(r.lease_checked, 0u);
+}
+
+TEST(FaultChecker, TheMemberRecordsEpochIsItsLeaseField) {
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\naddress=akt://n0@127.0.0.1:1\n"
+                                      "incarnation=5\nepoch=7587881234\nroles=\n"),
+            7587881234LL);
+  // etcd's lease ids take 19 digits.
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\nepoch=5340603156516470538\n"),
+            5340603156516470538LL);
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\nepoch=9999999999999999999\n"), -1);
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\nepoch=\n"), -1);
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\nepoch=12x\n"), -1);
+  EXPECT_EQ(akt::faults::record_epoch("akt-member 1\naddress=a\n"), -1);
+  EXPECT_EQ(
+      akt::faults::record_field("akt-grain 1\nrole=\nowner=n3\naddress=x\nepoch=9\n", "owner"),
+      "n3");
+  EXPECT_EQ(akt::faults::record_field("akt-grain 1\nowner_x=n3\n", "owner"), "-");
+}
+
 TEST(FaultChecker, OneClaimActivatedByTwoProcessesIsAViolationOfA) {
   evidence_dir d;
   write_clean_run(d);

@@ -34,7 +34,10 @@
 #include <akt/cluster/cluster.hpp>
 #include <akt/etcd/etcd_store.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -62,6 +65,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 
 #include "faults/fault_checker.hpp"
 #include "faults/fault_evidence.hpp"
+#include "faults/fault_leases.hpp"
 #include "faults/fault_messages.hpp"
 #include "faults/fault_process.hpp"
 #include "support/etcd_process.hpp"
@@ -132,7 +136,34 @@ struct node_slot {
   std::unique_ptr<node_process> proc;
   int starts = 0;
   bool ready = false;
+  // Restart under the same name and address (options::fixed_ports): the port every process of
+  // this name listens on, and whether its next start declares the previous process gone
+  // (--old-process-gone: the join revokes its lease instead of waiting for it to expire).
+  int port = 0;
+  bool old_process_gone = false;
 };
+
+// A loopback port for a node to listen on for the whole run, below the ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range starts at 32768 by default), so that no outgoing
+// connection of any process can take it while its node is down between two processes: one
+// that binds now, chosen at random in [20000, 32000); 0 when none after many tries.
+inline int fixed_loopback_port(std::mt19937& rng) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(20000, 31999)(rng);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    const int one = 1;
+    (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the node does
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
+}
 
 class fault_cluster {
  public:
@@ -142,6 +173,9 @@ class fault_cluster {
   struct options {
     std::string title;  // printed with the verdict
     int nodes = 5;
+    // Each node name keeps one loopback port for the run (node_slot::port), so that a process
+    // started again under its name has its predecessor's address too.
+    bool fixed_ports = false;
   };
 
   explicit fault_cluster(options o)
@@ -192,9 +226,23 @@ class fault_cluster {
       ADD_FAILURE() << "cannot open the evidence files under " << dir_;
       return false;
     }
+    // The leases as etcd shows them (check (a) against their ends), watched before any node
+    // starts.
+    if (std::string why = leases_.start(etcd_->endpoint(), cluster_, dir_ / "leases.log");
+        !why.empty()) {
+      ADD_FAILURE() << "the lease watch did not start: " << why;
+      return false;
+    }
     nodes_.resize(static_cast<std::size_t>(opt_.nodes));
     for (int i = 0; i < opt_.nodes; ++i) {
       nodes_[static_cast<std::size_t>(i)].name = "n" + std::to_string(i);
+      if (opt_.fixed_ports) {
+        nodes_[static_cast<std::size_t>(i)].port = fixed_loopback_port(rng_);
+        if (nodes_[static_cast<std::size_t>(i)].port == 0) {
+          ADD_FAILURE() << "no free loopback port for n" << i;
+          return false;
+        }
+      }
       if (!start_node(nodes_[static_cast<std::size_t>(i)])) return false;
     }
     if (!akt::test::eventually([&] { return poll_nodes(); }, k_start_bound)) {
@@ -286,9 +334,20 @@ class fault_cluster {
     const std::filesystem::path log =
         dir_ / "logs" / (s.name + "-" + std::to_string(s.starts++) + ".log");
     s.ready = false;
-    s.proc = node_process::start({AKT_FAULT_NODE_PATH, "--etcd", etcd_->endpoint(), "--cluster",
-                                  cluster_, "--node", s.name, "--dir", dir_.string(), "--ttl", "2"},
-                                 log, why);
+    std::vector<std::string> args = {AKT_FAULT_NODE_PATH,
+                                     "--etcd",
+                                     etcd_->endpoint(),
+                                     "--cluster",
+                                     cluster_,
+                                     "--node",
+                                     s.name,
+                                     "--dir",
+                                     dir_.string(),
+                                     "--ttl",
+                                     "2"};
+    if (s.port != 0) args.insert(args.end(), {"--port", std::to_string(s.port)});
+    if (s.old_process_gone) args.insert(args.end(), {"--old-process-gone", "1"});
+    s.proc = node_process::start(args, log, why);
     if (!s.proc) ADD_FAILURE() << s.name << ": " << why;
     return s.proc != nullptr;
   }
@@ -325,6 +384,20 @@ class fault_cluster {
     ++kills_;
     return start_node(s);
   }
+
+  // Restart under the same name and address: SIGKILL (a K line), then started again at once on
+  // the slot's port (options::fixed_ports) while the old lease is still alive; with
+  // old_process_gone the new process revokes that lease as it joins, else it waits for it to
+  // expire. The start counts as a kill (kills()) and as a same-name restart.
+  bool restart_same_address(node_slot& s, bool old_process_gone) {
+    s.old_process_gone = old_process_gone;
+    ++same_name_restarts_;
+    return kill_nine(s);
+  }
+  int same_name_restarts() const noexcept { return same_name_restarts_; }
+  // The driver's system (a cluster member hosting no grain), for a test's own sends; valid
+  // between start() and finish().
+  akt::actor_system& driver() noexcept { return *driver_; }
 
   // A clean stop: SIGTERM (a T line), and the exit within `bound`, which must be 0 (an E line);
   // the slot has no ready process after it. False, with a failure reported, otherwise.
@@ -445,6 +518,10 @@ class fault_cluster {
       const int status = s.proc->finish(std::chrono::seconds(30));
       EXPECT_EQ(status, 0) << s.name << " did not stop cleanly: " << s.proc->log_text(3000);
     }
+    // The nodes revoked their leases as they stopped: the last deletes reach the lease watch
+    // (bounded; a delete not seen only leaves its epoch's handlers unchecked against it).
+    (void)akt::test::eventually([&] { return !leases_.any_record(); }, std::chrono::seconds(5));
+    leases_.stop();
     etcd_.reset();
     check_report r = check_evidence(dir_);
     std::cout << opt_.title << ": " << opt_.nodes << " nodes, " << n_grains_ << " grains, "
@@ -592,6 +669,9 @@ class fault_cluster {
   int kills_ = 0, terms_ = 0, pauses_ = 0;
   int stalls_ = 0;
   std::vector<std::string> rss_;  // per node, then the driver
+  int same_name_restarts_ = 0;
+  // Last: destroyed first, before etcd (its watch ends with the connection).
+  lease_watcher leases_;
 };
 
 }  // namespace akt::faults

@@ -23,6 +23,11 @@
 //     K <node> <pid> <ns>   (SIGKILL sent)        S <node> <pid> <ns>   (READY seen)
 //     T <node> <pid> <ns>   (SIGTERM sent)        E <node> <pid> <ns>   (exit seen, status 0)
 //     P <node> <pid> <ns>   (stopped by SIGSTOP)  R <node> <pid> <ns>   (SIGCONT about to go)
+//   DIR/leases.log                  the test process's watch of the member records in etcd
+//     L <node> <epoch> <put|delete> <ns>   a record under lease <epoch> appeared / was deleted
+//                                          (observed at <ns>; fault_leases.hpp)
+//     G <grain> <token> <owner> <epoch> <ns>  a claim of <grain> (token: its key's create
+//                                          revision) for node <owner> on lease <epoch>
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on
@@ -141,5 +146,41 @@ class fenced_store {
   const std::string node_;
   const pid_t pid_;
 };
+
+// The member records' prefix (src/cluster/member_record.cpp, members_prefix: the key layout is
+// the cluster's documented one, /akt/<cluster>/v1/members/<node>).
+inline std::string members_prefix(const std::string& cluster) {
+  return "/akt/" + cluster + "/v1/members/";
+}
+
+// The value of a `<key>=` line of a member or claim record's text (member_record.hpp,
+// grain_claim_record.hpp: the last one counts); "-" when it has none.
+inline std::string record_field(std::string_view value, std::string_view key) {
+  std::string found = "-";
+  std::size_t at = 0;
+  while (at < value.size()) {
+    const std::size_t eol = value.find('\n', at);
+    const std::string_view line =
+        value.substr(at, eol == std::string_view::npos ? std::string_view::npos : eol - at);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == '=')
+      found = std::string(line.substr(key.size() + 1));
+    if (eol == std::string_view::npos) break;
+    at = eol + 1;
+  }
+  return found;
+}
+
+// The `epoch=` field of a member or claim record's text: the lease id it lives on; -1 when it
+// has none or it is not a number.
+inline long long record_epoch(std::string_view value) {
+  const std::string v = record_field(value, "epoch");
+  if (v == "-" || v.empty() || v.size() > 19) return -1;  // a lease id: 19 digits at most
+  unsigned long long n = 0;
+  for (char ch : v) {
+    if (ch < '0' || ch > '9') return -1;
+    n = n * 10 + static_cast<unsigned>(ch - '0');
+  }
+  return n > 0x7fffffffffffffffull ? -1 : static_cast<long long>(n);
+}
 
 }  // namespace akt::faults

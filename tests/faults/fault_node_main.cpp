@@ -2,6 +2,14 @@
 // tests/faults/kill_nine_test.cpp).
 //
 //   akt_fault_node --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]
+//                  [--port PORT] [--old-process-gone 0|1]
+//
+// --port: remoting listens on that port (0, the default: any free one); a node started again
+// under its name and address (issue 20, "restart under the same name") binds its
+// predecessor's port at once (the listener sets SO_REUSEADDR, so the killed process's
+// connections in TIME_WAIT do not hold it). --old-process-gone 1: the join revokes the lease of
+// an earlier process holding the name instead of waiting for it to expire
+// (cluster_config::old_process_gone).
 //
 // It starts an actor system named after the node with remoting on 127.0.0.1 (any free port)
 // and the cluster on etcd (lease TTL --ttl, 2 s by default: etcd's minimum), hosting the grain
@@ -274,6 +282,37 @@ class membership_watcher {
   std::thread thread_;
 };
 
+// A plain actor named "probe-<node>" (a cluster-wide name; issue 20, restart under the same name):
+// each apply_msg it handles appends "M <node> <pid> <ns> <id>" to DIR/probes/<node>-<pid>.log first
+// thing, then answers with the same message. A peer holding the pid of a killed process's probe
+// must never reach the probe of the process started again at its address (remoting tells the two
+// apart by their incarnation): its lines show what each process ran.
+class probe final : public akt::actor {
+ public:
+  explicit probe(std::shared_ptr<evidence> ev, const fs::path& dir)
+      : ev_(std::move(ev)),
+        fd_(akt::faults::open_append(dir / "probes" /
+                                     (ev_->node + "-" + std::to_string(ev_->pid) + ".log"))) {}
+  ~probe() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  probe(const probe&) = delete;
+  probe& operator=(const probe&) = delete;
+
+  void receive(akt::receive_context& ctx) override {
+    const std::int64_t now = akt::faults::monotonic_ns();
+    const auto* m = ctx.get_if<apply_msg>();
+    if (!m) return;
+    (void)akt::faults::append_line(fd_, "M " + ev_->node + " " + std::to_string(ev_->pid) + " " +
+                                            std::to_string(now) + " " + std::to_string(m->id));
+    if (ctx.expects_reply()) ctx.reply(apply_msg{m->id});
+  }
+
+ private:
+  std::shared_ptr<evidence> ev_;
+  const int fd_;
+};
+
 // Waits until stdin reaches its end or a blocked SIGTERM / SIGINT is pending; a SIGUSR1 stalls
 // the node's workers and a SIGUSR2 releases them meanwhile.
 void wait_for_the_end(int signals, staller& stall) {
@@ -307,7 +346,8 @@ void wait_for_the_end(int signals, staller& stall) {
 
 int usage(const char* self) {
   std::fprintf(stderr,
-               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]\n",
+               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]"
+               " [--port PORT] [--old-process-gone 0|1]\n",
                self);
   return 1;
 }
@@ -317,6 +357,8 @@ int usage(const char* self) {
 int main(int argc, char** argv) {
   std::string endpoint, cluster, node, dir;
   long ttl = 2;
+  long port = 0;
+  bool old_process_gone = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return usage(argv[0]);
@@ -331,6 +373,11 @@ int main(int argc, char** argv) {
       dir = value;
     } else if (arg == "--ttl") {
       ttl = std::strtol(value, nullptr, 10);
+    } else if (arg == "--port") {
+      port = std::strtol(value, nullptr, 10);
+      if (port < 0 || port > 65535) return usage(argv[0]);
+    } else if (arg == "--old-process-gone") {
+      old_process_gone = std::strtol(value, nullptr, 10) != 0;
     } else {
       return usage(argv[0]);
     }
@@ -354,6 +401,7 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "handlers", ec);
   fs::create_directories(fs::path(dir) / "store", ec);
+  fs::create_directories(fs::path(dir) / "probes", ec);
   if (akt::error e = akt::faults::register_fault_messages()) {
     std::fprintf(stderr, "register messages: %s\n", e.message().c_str());
     return 1;
@@ -364,7 +412,7 @@ int main(int argc, char** argv) {
   cfg.shutdown_timeout = 10s;
   akt::remote_config rc;
   rc.host = "127.0.0.1";
-  rc.port = 0;
+  rc.port = static_cast<std::uint16_t>(port);
   rc.heartbeat_interval = 100ms;
   rc.node_lost_after = 2s;
   rc.reconnect_min = 10ms;
@@ -382,6 +430,7 @@ int main(int argc, char** argv) {
   cc.fence_margin = 300ms;
   // A node started again under its name waits here until its killed predecessor's lease expired.
   cc.start_wait = 20s;
+  cc.old_process_gone = old_process_gone;
   cc.grain_kinds = {std::string(akt::faults::k_counter_kind)};
   cfg.cluster = cc;
 
@@ -405,6 +454,11 @@ int main(int argc, char** argv) {
   }
   if (auto ready = akt::cluster::wait_ready(sys, 20s); !ready) {
     std::fprintf(stderr, "cluster not ready: %s\n", ready.error().message().c_str());
+    (void)sys.stop();
+    return 1;
+  }
+  if (auto p = sys.spawn<probe>("probe-" + node, shared, fs::path(dir)); !p) {
+    std::fprintf(stderr, "spawn the probe: %s\n", p.error().message().c_str());
     (void)sys.stop();
     return 1;
   }
