@@ -117,10 +117,34 @@ check_report check_evidence(const fs::path& dir) {
     std::int64_t stop_ns = 0, cont_ns = -1;  // cont_ns: -1 until its R line
   };
   std::vector<pause> pauses;
+  struct partition {
+    fault cut;                  // the X line
+    std::int64_t ttl_ns = 0;    // its lease TTL
+    std::int64_t heal_ns = -1;  // -1 until its H line
+  };
+  std::vector<partition> partitions;
   for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
     std::istringstream in(line);
     std::string tag;
     fault f;
+    // Partitions: X <node> <pid> <ns> <ttl-ms> (cut), H <node> <pid> <ns> (healed).
+    if (line.size() > 1 && (line[0] == 'X' || line[0] == 'H') && line[1] == ' ') {
+      long long ttl_ms = 0;
+      if (!(in >> tag >> f.node >> f.pid >> f.ns) || (line[0] == 'X' && !(in >> ttl_ms))) {
+        bad(dir / "faults.log", line);
+        continue;
+      }
+      f.tag = line[0];
+      if (f.tag == 'X') {
+        ++r.partitions;
+        partitions.push_back({f, ttl_ms * 1'000'000, -1});
+      } else {
+        ++r.heals;
+        for (partition& p : partitions)
+          if (p.cut.pid == f.pid && p.heal_ns < 0) p.heal_ns = f.ns;
+      }
+      continue;
+    }
     if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
         std::string_view("KSTEPR").find(tag[0]) == std::string_view::npos) {
       bad(dir / "faults.log", line);
@@ -266,6 +290,56 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
+  // ---- (a) around a partition: nothing from cut + TTL to the heal, then a new epoch ----
+  for (const partition& p : partitions) {
+    const std::int64_t fenced_ns = p.cut.ns + p.ttl_ns;
+    const std::int64_t heal_ns =
+        p.heal_ns < 0 ? std::numeric_limits<std::int64_t>::max() : p.heal_ns;
+    const std::string cut_text =
+        "cut " + ms(p.cut.ns) + " (TTL " + ms(p.ttl_ns) + "), " +
+        (p.heal_ns < 0 ? std::string("never healed") : "healed " + ms(p.heal_ns));
+    long long old_epoch = -1;
+    for (const handler_start& h : starts)
+      if (h.pid == p.cut.pid && h.ns < p.cut.ns) old_epoch = std::max(old_epoch, h.epoch);
+    std::int64_t first_new_ns = -1, last_served_ns = -1;
+    for (const handler_start& h : starts) {
+      if (h.pid == p.cut.pid && h.ns > p.cut.ns && h.ns <= heal_ns)
+        last_served_ns = std::max(last_served_ns, h.ns);
+    }
+    if (last_served_ns >= 0)
+      r.served_after_cut_ms.push_back(static_cast<double>(last_served_ns - p.cut.ns) / 1e6);
+    for (const handler_start& h : starts) {
+      if (h.pid != p.cut.pid || h.ns <= fenced_ns) continue;
+      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
+                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
+                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
+      if (h.ns <= heal_ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler while partitioned, past the lease (" +
+                                 cut_text + ")");
+        continue;
+      }
+      ++r.after_heal_starts;
+      if (heal_ns - p.cut.ns <= p.ttl_ns) continue;  // a short cut: the lease may have held
+      if (const auto it = acts.find({h.grain, h.token, h.node, h.pid});
+          it != acts.end() && it->second.first_ns < p.cut.ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
+                                 "partition, after it (" + cut_text + ")");
+      }
+      if (h.epoch <= old_epoch) {
+        r.violations_a.push_back("(a) " + what + ": not a new epoch after the partition (" +
+                                 cut_text + "; epoch before it " + std::to_string(old_epoch) + ")");
+      } else if (first_new_ns < 0 || h.ns < first_new_ns) {
+        first_new_ns = h.ns;
+      }
+    }
+    if (p.heal_ns < 0) continue;
+    if (first_new_ns >= 0) {
+      r.heal_to_serving_ms.push_back(static_cast<double>(first_new_ns - p.heal_ns) / 1e6);
+    } else {
+      ++r.heals_not_serving;
+    }
+  }
+
   // ---- the fenced store ----
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
   std::set<std::string> grains;
@@ -396,6 +470,29 @@ check_report check_evidence(const fs::path& dir) {
       if (!recovered) ++unrecovered;
     }
   }
+  // Failover from each cut, measured as from a kill.
+  for (const partition& p : partitions) {
+    for (const auto& [grain, list] : by_grain) {
+      const activation* current = nullptr;
+      for (const activation* a : list) {
+        if (a->first_ns <= p.cut.ns && (current == nullptr || a->token > current->token))
+          current = a;
+      }
+      if (current == nullptr || current->node != p.cut.node || current->pid != p.cut.pid ||
+          (current->last_event == "deactivate" && current->last_ns <= p.cut.ns)) {
+        continue;
+      }
+      bool recovered = false;
+      for (const call& c : calls_of[grain]) {
+        if (c.start_ns >= p.cut.ns && c.outcome == "ok") {
+          r.partition_failover_ms.push_back(static_cast<double>(c.end_ns - p.cut.ns) / 1e6);
+          recovered = true;
+          break;
+        }
+      }
+      if (!recovered) ++r.partition_unrecovered;
+    }
+  }
   return r;
 }
 
@@ -435,6 +532,30 @@ std::string check_report::summary(std::size_t max_examples) const {
                     percentile(*list, 100));
       out << buf;
     }
+  }
+  if (partitions > 0 || heals > 0) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "partitions %zu, heals %zu; failover after a cut (%zu grains, %zu without a "
+                  "later ok call): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+                  partitions, heals, partition_failover_ms.size(), partition_unrecovered,
+                  percentile(partition_failover_ms, 50), percentile(partition_failover_ms, 99),
+                  percentile(partition_failover_ms, 100));
+    out << text;
+    if (!served_after_cut_ms.empty()) {
+      std::snprintf(text, sizeof text,
+                    "handlers after a cut, until its heal (%zu partitions): the last p50 %.0f ms, "
+                    "max %.0f ms after the cut\n",
+                    served_after_cut_ms.size(), percentile(served_after_cut_ms, 50),
+                    percentile(served_after_cut_ms, 100));
+      out << text;
+    }
+    std::snprintf(text, sizeof text,
+                  "after a heal: handler starts %zu; serving again on a new epoch after %zu heals "
+                  "(%zu not before the end): p50 %.0f ms, max %.0f ms after the heal\n",
+                  after_heal_starts, heal_to_serving_ms.size(), heals_not_serving,
+                  percentile(heal_to_serving_ms, 50), percentile(heal_to_serving_ms, 100));
+    out << text;
   }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused

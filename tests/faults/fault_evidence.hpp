@@ -23,6 +23,8 @@
 //     K <node> <pid> <ns>   (SIGKILL sent)        S <node> <pid> <ns>   (READY seen)
 //     T <node> <pid> <ns>   (SIGTERM sent)        E <node> <pid> <ns>   (exit seen, status 0)
 //     P <node> <pid> <ns>   (stopped by SIGSTOP)  R <node> <pid> <ns>   (SIGCONT about to go)
+//     X <node> <pid> <ns> <lease-ttl-ms>  (partitioned: its proxies blackholed)
+//     H <node> <pid> <ns>   (about to heal: its proxies pass again)
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on
