@@ -341,7 +341,8 @@ check_report check_evidence(const fs::path& dir) {
   }
 
   // ---- the fenced store ----
-  std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;   // (grain, id) -> times
+  std::map<std::pair<std::string, std::uint64_t>, long long> applied_by;  // -> the last pid
   std::set<std::string> grains;
   for (const auto& [grain, list] : by_grain) grains.insert(grain);
   if (fs::is_directory(dir / "store")) {
@@ -380,6 +381,7 @@ check_report check_evidence(const fs::path& dir) {
         if (s.tag == 'A') {
           ++r.applied;
           ++applied[{grain, s.id}];
+          applied_by[{grain, s.id}] = s.pid;
         }
       }
     }
@@ -470,7 +472,8 @@ check_report check_evidence(const fs::path& dir) {
       if (!recovered) ++unrecovered;
     }
   }
-  // Failover from each cut, measured as from a kill.
+  // Failover from each cut, measured as from a kill but to the first ok call served by another
+  // process (a node cut from etcd only goes on serving until its lease validity ends).
   for (const partition& p : partitions) {
     for (const auto& [grain, list] : by_grain) {
       const activation* current = nullptr;
@@ -484,7 +487,9 @@ check_report check_evidence(const fs::path& dir) {
       }
       bool recovered = false;
       for (const call& c : calls_of[grain]) {
-        if (c.start_ns >= p.cut.ns && c.outcome == "ok") {
+        const auto by = applied_by.find({grain, c.id});
+        if (c.start_ns >= p.cut.ns && c.outcome == "ok" && by != applied_by.end() &&
+            by->second != p.cut.pid) {
           r.partition_failover_ms.push_back(static_cast<double>(c.end_ns - p.cut.ns) / 1e6);
           recovered = true;
           break;

@@ -23,14 +23,17 @@
 // under a new one). Overlaps (c) in which the older activation's process was paused between
 // the two first starts are counted apart as explained by the pause.
 //
-// After a partition (an X line "X <node> <pid> <ns> <ttl-ms>": the node cut off from etcd and
-// its peers, and its H line when it healed) it proves, as part of (a): the process started no
-// handler from cut + TTL until its heal (its lease, last renewed before the cut, ended by then;
-// for a partition not yet healed: until the end of the run), and when the partition outlasted
-// the TTL, every handler it started after the heal carries an epoch greater than every epoch
-// its handlers carried before the cut. It measures the failover from each cut like a kill's,
-// and for each heal the time to the partitioned process's first handler on a new epoch (it
-// rejoined and serves again), or counts the heal as not serving again before the run ended.
+// After a partition (an X line "X <node> <pid> <ns> <ttl-ms>": the node cut off from etcd, and
+// from its peers or not, and its H line when it healed) it proves, as part of (a): the process
+// started no handler from cut + TTL until its heal (its lease, last renewed before the cut,
+// ended by then; for a partition not yet healed: until the end of the run), and when the
+// partition outlasted the TTL, no handler after the heal on a claim it activated before the
+// cut, and every handler it started after the heal carries an epoch greater than every epoch
+// its handlers carried before the cut. It measures the failover from each cut like a kill's, to
+// the first acknowledged call after the cut that another process applied; for each heal the
+// time to the process's first handler on a new epoch (it rejoined and serves again), or counts
+// the heal as not serving again before the run ended; and how long after each cut it went on
+// starting handlers.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for

@@ -297,10 +297,10 @@ TEST(FaultChecker, AHealWithoutAHandlerLaterOrAShortCutIsCountedNotAViolation) {
   EXPECT_TRUE(r.clean()) << r.summary();
   EXPECT_EQ(r.partitions, 2u);
   EXPECT_EQ(r.heals, 2u);
-  // The first cut's failover: g5's next ok call ended at 2.6 s. The second cut: no later call.
-  ASSERT_EQ(r.partition_failover_ms.size(), 1u) << r.summary();
-  EXPECT_NEAR(r.partition_failover_ms[0], 1600.0, 0.01);
-  EXPECT_EQ(r.partition_unrecovered, 1u);
+  // No failover: g5's next ok call (at 2 s) was served by n3 itself, and after the second cut
+  // there was no call.
+  EXPECT_TRUE(r.partition_failover_ms.empty()) << r.summary();
+  EXPECT_EQ(r.partition_unrecovered, 2u);
   // Neither heal was followed by a handler on a new epoch (the first was too short to need one).
   EXPECT_EQ(r.heal_to_serving_ms.size(), 0u);
   EXPECT_EQ(r.heals_not_serving, 2u);
