@@ -184,7 +184,12 @@ class grain_layer final : public system_extension {
       auto it = idx->kinds.find(name);
       if (it != idx->kinds.end()) return it->second;
     }
-    return error(errc::grain_kind_unknown, "no grain kind '" + std::string(name) + "'");
+    // Marked refused: nothing ran and nothing left this node, so a caller may count the call
+    // as not delivered (a cluster node that does not host the kind answers with this when its
+    // placement found no owner to route to; unmarked, callers had to count it as possibly
+    // delivered).
+    return error_access::mark_refused(
+        error(errc::grain_kind_unknown, "no grain kind '" + std::string(name) + "'"));
   }
 
   // The kind's declared settings with per_call on top (shared with the kind when per_call sets

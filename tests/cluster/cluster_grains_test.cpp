@@ -115,6 +115,26 @@ TEST(Cluster_GrainPlacement, LeastLoadPicksTheMemberWithTheFewestActiveGrains) {
   EXPECT_EQ(g_ledger.node_of(id.str()), light);
 }
 
+TEST(Cluster_Grains, ACallNoMemberCanPlaceIsRefusedBeforeDelivery) {
+  // Neither node hosts the kind: the caller's placement finds nobody to route to, and the call
+  // ends with grain_kind_unknown, marked refused (nothing ran, nothing left the node), so that
+  // a caller may count it as not delivered. Found by the partition fault (issue 20): a driver
+  // whose placement could not claim for a node whose lease had just ended counted such calls
+  // as possibly delivered.
+  akt::testkit::local_cluster_options o = k_inproc.apply(options());
+  o.prepare = [](akt::actor_system&, std::size_t) {};
+  akt::testkit::local_cluster c(2, o);
+  ASSERT_TRUE(c.start());
+  const grain_identity id = tally_id("nowhere");
+  auto asked = akt::ask_grain<std::int64_t>(c.node(1), id, std::int32_t{1}, 5s);
+  ASSERT_FALSE(asked);
+  EXPECT_EQ(asked.code(), errc::grain_kind_unknown) << asked.error().message();
+  EXPECT_TRUE(akt::detail::error_access::refused(asked.error())) << asked.error().message();
+  const akt::error told = akt::tell_grain(c.node(0), id, std::int32_t{1}, {.timeout = 5s});
+  EXPECT_EQ(told.code(), errc::grain_kind_unknown) << told.message();
+  EXPECT_TRUE(akt::detail::error_access::refused(told)) << told.message();
+}
+
 TEST(Cluster_GrainPlacement, AClaimForAPeerThatCannotHostTheKindIsRolledBack) {
   // Node 1 lists the kind in its record but never registered it: the claim made for it is
   // refused there and deleted, and the grain lands on a node that hosts it.

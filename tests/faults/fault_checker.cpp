@@ -150,10 +150,34 @@ check_report check_evidence(const fs::path& dir) {
   std::vector<pause> pauses;
   std::vector<pause> stalls;        // W (stop_ns) and U (cont_ns) lines
   std::vector<fault> stall_faults;  // W lines, for the failover
+  struct partition {
+    fault cut;                  // the X line
+    std::int64_t ttl_ns = 0;    // its lease TTL
+    std::int64_t heal_ns = -1;  // -1 until its H line
+  };
+  std::vector<partition> partitions;
   for (const std::string& line : lines_of(dir / "faults.log", r.torn_lines)) {
     std::istringstream in(line);
     std::string tag;
     fault f;
+    // Partitions: X <node> <pid> <ns> <ttl-ms> (cut), H <node> <pid> <ns> (healed).
+    if (line.size() > 1 && (line[0] == 'X' || line[0] == 'H') && line[1] == ' ') {
+      long long ttl_ms = 0;
+      if (!(in >> tag >> f.node >> f.pid >> f.ns) || (line[0] == 'X' && !(in >> ttl_ms))) {
+        bad(dir / "faults.log", line);
+        continue;
+      }
+      f.tag = line[0];
+      if (f.tag == 'X') {
+        ++r.partitions;
+        partitions.push_back({f, ttl_ms * 1'000'000, -1});
+      } else {
+        ++r.heals;
+        for (partition& p : partitions)
+          if (p.cut.pid == f.pid && p.heal_ns < 0) p.heal_ns = f.ns;
+      }
+      continue;
+    }
     if (!(in >> tag >> f.node >> f.pid >> f.ns) || tag.size() != 1 ||
         std::string_view("KSTEPRWU").find(tag[0]) == std::string_view::npos) {
       bad(dir / "faults.log", line);
@@ -447,8 +471,59 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
+  // ---- (a) around a partition: nothing from cut + TTL to the heal, then a new epoch ----
+  for (const partition& p : partitions) {
+    const std::int64_t fenced_ns = p.cut.ns + p.ttl_ns;
+    const std::int64_t heal_ns =
+        p.heal_ns < 0 ? std::numeric_limits<std::int64_t>::max() : p.heal_ns;
+    const std::string cut_text =
+        "cut " + ms(p.cut.ns) + " (TTL " + ms(p.ttl_ns) + "), " +
+        (p.heal_ns < 0 ? std::string("never healed") : "healed " + ms(p.heal_ns));
+    long long old_epoch = -1;
+    for (const handler_start& h : starts)
+      if (h.pid == p.cut.pid && h.ns < p.cut.ns) old_epoch = std::max(old_epoch, h.epoch);
+    std::int64_t first_new_ns = -1, last_served_ns = -1;
+    for (const handler_start& h : starts) {
+      if (h.pid == p.cut.pid && h.ns > p.cut.ns && h.ns <= heal_ns)
+        last_served_ns = std::max(last_served_ns, h.ns);
+    }
+    if (last_served_ns >= 0)
+      r.served_after_cut_ms.push_back(static_cast<double>(last_served_ns - p.cut.ns) / 1e6);
+    for (const handler_start& h : starts) {
+      if (h.pid != p.cut.pid || h.ns <= fenced_ns) continue;
+      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
+                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
+                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
+      if (h.ns <= heal_ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler while partitioned, past the lease (" +
+                                 cut_text + ")");
+        continue;
+      }
+      ++r.after_heal_starts;
+      if (heal_ns - p.cut.ns <= p.ttl_ns) continue;  // a short cut: the lease may have held
+      if (const auto it = acts.find({h.grain, h.token, h.node, h.pid});
+          it != acts.end() && it->second.first_ns < p.cut.ns) {
+        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
+                                 "partition, after it (" + cut_text + ")");
+      }
+      if (h.epoch <= old_epoch) {
+        r.violations_a.push_back("(a) " + what + ": not a new epoch after the partition (" +
+                                 cut_text + "; epoch before it " + std::to_string(old_epoch) + ")");
+      } else if (first_new_ns < 0 || h.ns < first_new_ns) {
+        first_new_ns = h.ns;
+      }
+    }
+    if (p.heal_ns < 0) continue;
+    if (first_new_ns >= 0) {
+      r.heal_to_serving_ms.push_back(static_cast<double>(first_new_ns - p.heal_ns) / 1e6);
+    } else {
+      ++r.heals_not_serving;
+    }
+  }
+
   // ---- the fenced store ----
-  std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;  // (grain, id) -> times
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t> applied;   // (grain, id) -> times
+  std::map<std::pair<std::string, std::uint64_t>, long long> applied_by;  // -> the last pid
   std::set<std::string> grains;
   for (const auto& [grain, list] : by_grain) grains.insert(grain);
   if (fs::is_directory(dir / "store")) {
@@ -487,6 +562,7 @@ check_report check_evidence(const fs::path& dir) {
         if (s.tag == 'A') {
           ++r.applied;
           ++applied[{grain, s.id}];
+          applied_by[{grain, s.id}] = s.pid;
         }
       }
     }
@@ -579,6 +655,32 @@ check_report check_evidence(const fs::path& dir) {
   }
   for (const fault& w : stall_faults)
     measure_failover(w, by_grain, calls_of, r.stall_failover_ms, r.stall_unrecovered);
+  // Failover from each cut, measured as from a kill but to the first ok call served by another
+  // process (a node cut from etcd only goes on serving until its lease validity ends).
+  for (const partition& p : partitions) {
+    for (const auto& [grain, list] : by_grain) {
+      const activation* current = nullptr;
+      for (const activation* a : list) {
+        if (a->first_ns <= p.cut.ns && (current == nullptr || a->token > current->token))
+          current = a;
+      }
+      if (current == nullptr || current->node != p.cut.node || current->pid != p.cut.pid ||
+          (current->last_event == "deactivate" && current->last_ns <= p.cut.ns)) {
+        continue;
+      }
+      bool recovered = false;
+      for (const call& c : calls_of[grain]) {
+        const auto by = applied_by.find({grain, c.id});
+        if (c.start_ns >= p.cut.ns && c.outcome == "ok" && by != applied_by.end() &&
+            by->second != p.cut.pid) {
+          r.partition_failover_ms.push_back(static_cast<double>(c.end_ns - p.cut.ns) / 1e6);
+          recovered = true;
+          break;
+        }
+      }
+      if (!recovered) ++r.partition_unrecovered;
+    }
+  }
   return r;
 }
 
@@ -638,6 +740,30 @@ std::string check_report::summary(std::size_t max_examples) const {
         << ", under an epoch etcd never showed " << lease_unseen << "\n";
     out << "claims seen in etcd: " << claims_seen << "; activations checked against their claim "
         << claims_checked << ", on a claim not seen " << claims_unseen << "\n";
+  }
+  if (partitions > 0 || heals > 0) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "partitions %zu, heals %zu; failover after a cut (%zu grains, %zu without a "
+                  "later ok call): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+                  partitions, heals, partition_failover_ms.size(), partition_unrecovered,
+                  percentile(partition_failover_ms, 50), percentile(partition_failover_ms, 99),
+                  percentile(partition_failover_ms, 100));
+    out << text;
+    if (!served_after_cut_ms.empty()) {
+      std::snprintf(text, sizeof text,
+                    "handlers after a cut, until its heal (%zu partitions): the last p50 %.0f ms, "
+                    "max %.0f ms after the cut\n",
+                    served_after_cut_ms.size(), percentile(served_after_cut_ms, 50),
+                    percentile(served_after_cut_ms, 100));
+      out << text;
+    }
+    std::snprintf(text, sizeof text,
+                  "after a heal: handler starts %zu; serving again on a new epoch after %zu heals "
+                  "(%zu not before the end): p50 %.0f ms, max %.0f ms after the heal\n",
+                  after_heal_starts, heal_to_serving_ms.size(), heals_not_serving,
+                  percentile(heal_to_serving_ms, 50), percentile(heal_to_serving_ms, 100));
+    out << text;
   }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused

@@ -37,6 +37,17 @@
 // process never runs under its predecessor's lease), and each activation ran on a claim (as the
 // test process saw it created in etcd) made for its node on a lease that process held: never
 // an old process's.
+// After a partition (an X line "X <node> <pid> <ns> <ttl-ms>": the node cut off from etcd, and
+// from its peers or not, and its H line when it healed) it proves, as part of (a): the process
+// started no handler from cut + TTL until its heal (its lease, last renewed before the cut,
+// ended by then; for a partition not yet healed: until the end of the run), and when the
+// partition outlasted the TTL, no handler after the heal on a claim it activated before the
+// cut, and every handler it started after the heal carries an epoch greater than every epoch
+// its handlers carried before the cut. It measures the failover from each cut like a kill's, to
+// the first acknowledged call after the cut that another process applied; for each heal the
+// time to the process's first handler on a new epoch (it rejoined and serves again), or counts
+// the heal as not serving again before the run ended; and how long after each cut it went on
+// starting handlers.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
@@ -82,6 +93,16 @@ struct check_report {
   // The same measure from each clean stop (T) and from each pause (P).
   std::vector<double> stop_failover_ms, pause_failover_ms;
   std::size_t stop_unrecovered = 0, pause_unrecovered = 0;
+  // Partitions (X lines) and heals (H lines): failover from each cut (as from a kill), the
+  // time from each heal to the process's first handler on a new epoch, the heals after which it
+  // started none before the run ended, and its handler starts after its heals (checked).
+  std::size_t partitions = 0, heals = 0;
+  std::vector<double> partition_failover_ms, heal_to_serving_ms;
+  // For each partition after whose cut the process still started handlers before its heal
+  // (requests reached it: only etcd was cut), the time from the cut to the last of them: how
+  // long it went on serving (rule: under the TTL).
+  std::vector<double> served_after_cut_ms;
+  std::size_t partition_unrecovered = 0, heals_not_serving = 0, after_heal_starts = 0;
 
   // Stalls (W and U lines): handler starts of a stalled process after its release (checked as
   // after a SIGCONT), how many on grains a newer claim had taken meanwhile, the handler starts

@@ -2,7 +2,8 @@
 // and each kind of bad evidence (a late handler of a replaced claim, one claim in two processes,
 // a stale write accepted, overlapping activations, an acknowledged message lost or applied
 // twice, a refused one applied, one applied that was never sent) is caught, so the kill -9 test's
-// zero counts mean something. Also the fenced store itself and the failover measure.
+// zero counts mean something. Also the fenced store itself and the failover measure, and the
+// partition's rules (a handler past cut + TTL, an old claim or epoch after the heal).
 
 #include <gtest/gtest.h>
 
@@ -429,6 +430,125 @@ TEST(FaultChecker, TheMemberRecordsEpochIsItsLeaseField) {
       akt::faults::record_field("akt-grain 1\nrole=\nowner=n3\naddress=x\nepoch=9\n", "owner"),
       "n3");
   EXPECT_EQ(akt::faults::record_field("akt-grain 1\nowner_x=n3\n", "owner"), "-");
+}
+
+// A partition: n2 (pid 102, epoch 7) runs g1 under token 30 from 1 s, is cut off at 3 s (TTL
+// 2 s: its lease ends by 5 s) and healed at 7 s; n1 took g1 over at 5.1 s (token 40). After the
+// heal n2 rejoined under epoch 9 and activated g2 (token 50) at 8 s.
+void write_partitioned_run(evidence_dir& d) {
+  write_clean_run(d);
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 30, 1 * k_s, "activate", "g1") +
+                                     he("n2", 102, 7, 30, 2 * k_s, "receive", "g1", 1) +
+                                     he("n2", 102, 9, 50, 8 * k_s, "activate", "g2"));
+  d.write("handlers/n1-101.log",
+          he("n1", 101, 8, 40, 5 * k_s + 100'000'000, "activate", "g1") +
+              he("n1", 101, 8, 40, 5 * k_s + 100'000'001, "receive", "g1", 2));
+  d.write("store/g1", st('O', 30, 0, "n2", 102, 1 * k_s) + st('A', 30, 1, "n2", 102, 2 * k_s) +
+                          st('O', 40, 0, "n1", 101, 5 * k_s + 100'000'000) +
+                          st('A', 40, 2, "n1", 101, 5 * k_s + 100'000'002));
+  d.write("store/g2", st('O', 50, 0, "n2", 102, 8 * k_s));
+  d.write("calls.log", c("g1", 1, 2 * k_s - 1, 2 * k_s + 5, "ok") +
+                           c("g1", 2, 3 * k_s + 1, 5 * k_s + 200'000'000, "ok"));
+  d.write("faults.log", "S n2 102 0\nX n2 102 " + std::to_string(3 * k_s) + " 2000\nH n2 102 " +
+                            std::to_string(7 * k_s) + "\n");
+}
+bool has_violation(const check_report& r, const std::string& text) {
+  for (const auto& v : r.violations_a)
+    if (v.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(FaultChecker, APartitionedProcessThatRejoinedUnderANewEpochChecksClean) {
+  evidence_dir d;
+  write_partitioned_run(d);
+  // A handler within the TTL after the cut (its lease may still hold) is no violation.
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 70, 4 * k_s, "activate", "g4"));
+  d.write("store/g4", st('O', 70, 0, "n2", 102, 4 * k_s));
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.partitions, 1u);
+  EXPECT_EQ(r.heals, 1u);
+  EXPECT_EQ(r.after_heal_starts, 1u);
+  // The cut at 3 s hit g1 on n2; the first ok call started after it ended at 5.2 s.
+  ASSERT_EQ(r.partition_failover_ms.size(), 1u) << r.summary();
+  EXPECT_NEAR(r.partition_failover_ms[0], 2200.0, 0.01);
+  EXPECT_EQ(r.partition_unrecovered, 0u);
+  // Healed at 7 s, its first handler on the new epoch at 8 s.
+  ASSERT_EQ(r.heal_to_serving_ms.size(), 1u) << r.summary();
+  EXPECT_NEAR(r.heal_to_serving_ms[0], 1000.0, 0.01);
+  EXPECT_EQ(r.heals_not_serving, 0u);
+  // It served until 4 s, 1 s after the cut.
+  ASSERT_EQ(r.served_after_cut_ms.size(), 1u) << r.summary();
+  EXPECT_NEAR(r.served_after_cut_ms[0], 1000.0, 0.01);
+  EXPECT_NE(r.summary().find("partitions 1, heals 1"), std::string::npos) << r.summary();
+}
+
+TEST(FaultChecker, AHandlerWhilePartitionedPastTheTtlIsAViolationOfA) {
+  evidence_dir d;
+  write_partitioned_run(d);
+  // At 5.5 s, past cut + TTL (5 s) and before the heal, n2 activates g3 under its old epoch.
+  d.write("handlers/n2-102.log", he("n2", 102, 7, 60, 5 * k_s + 500'000'000, "activate", "g3"));
+  d.write("store/g3", st('O', 60, 0, "n2", 102, 5 * k_s + 500'000'000));
+  const check_report r = d.check();
+  ASSERT_EQ(r.violations_a.size(), 1u) << r.summary();
+  EXPECT_TRUE(has_violation(r, "g3 token 60 epoch 7 on n2")) << r.summary();
+  EXPECT_TRUE(has_violation(r, "while partitioned, past the lease")) << r.summary();
+  EXPECT_EQ(r.after_heal_starts, 1u);
+}
+
+TEST(FaultChecker, AnOldClaimOrTheOldEpochAfterTheHealIsAViolationOfA) {
+  evidence_dir d;
+  write_partitioned_run(d);
+  // After the heal: a handler of its old claim of g1 (token 30) under the new epoch, and a new
+  // claim of g3 under the old epoch.
+  d.write("handlers/n2-102.log", he("n2", 102, 9, 30, 7 * k_s + 1, "receive", "g1", 3) +
+                                     he("n2", 102, 7, 60, 9 * k_s, "activate", "g3"));
+  d.write("store/g3", st('O', 60, 0, "n2", 102, 9 * k_s));
+  d.write("calls.log", c("g1", 3, 6 * k_s, 7 * k_s + 9, "possibly", "request_timeout"));
+  const check_report r = d.check();
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.after_heal_starts, 3u);
+  EXPECT_TRUE(has_violation(r, "activated before the partition, after it")) << r.summary();
+  EXPECT_TRUE(has_violation(r, "g3 token 60 epoch 7 on n2")) << r.summary();
+  EXPECT_TRUE(has_violation(r, "not a new epoch after the partition")) << r.summary();
+  EXPECT_TRUE(has_violation(r, "after g1 token 40 on n1")) << r.summary();  // and the plain (a)
+}
+
+TEST(FaultChecker, AHealWithoutAHandlerLaterOrAShortCutIsCountedNotAViolation) {
+  evidence_dir d;
+  write_clean_run(d);
+  // n3 (pid 103, epoch 5): cut at 1 s, healed at 2 s (within the TTL: the lease may have held),
+  // a handler under the same epoch at 2.5 s; cut again at 4 s, healed at 9 s, nothing after.
+  d.write("handlers/n3-103.log",
+          he("n3", 103, 5, 80, 1 * k_s - 10, "activate", "g5") +
+              he("n3", 103, 5, 80, 2 * k_s + 500'000'000, "receive", "g5", 1));
+  d.write("store/g5", st('O', 80, 0, "n3", 103, 1 * k_s - 10) +
+                          st('A', 80, 1, "n3", 103, 2 * k_s + 500'000'001));
+  d.write("calls.log", c("g5", 1, 2 * k_s, 2 * k_s + 600'000'000, "ok"));
+  d.write("faults.log", "X n3 103 " + std::to_string(1 * k_s) + " 2000\nH n3 103 " +
+                            std::to_string(2 * k_s) + "\nX n3 103 " + std::to_string(4 * k_s) +
+                            " 2000\nH n3 103 " + std::to_string(9 * k_s) + "\n");
+  const check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.partitions, 2u);
+  EXPECT_EQ(r.heals, 2u);
+  // No failover: g5's next ok call (at 2 s) was served by n3 itself, and after the second cut
+  // there was no call.
+  EXPECT_TRUE(r.partition_failover_ms.empty()) << r.summary();
+  EXPECT_EQ(r.partition_unrecovered, 2u);
+  // Neither heal was followed by a handler on a new epoch (the first was too short to need one).
+  EXPECT_EQ(r.heal_to_serving_ms.size(), 0u);
+  EXPECT_EQ(r.heals_not_serving, 2u);
+}
+
+TEST(FaultChecker, APartitionLineWithoutItsTtlIsMalformed) {
+  evidence_dir d;
+  write_clean_run(d);
+  d.write("faults.log", "X n0 100 5\n");
+  const check_report r = d.check();
+  EXPECT_EQ(r.malformed.size(), 1u) << r.summary();
+  EXPECT_EQ(r.partitions, 0u);
+  EXPECT_FALSE(r.clean());
 }
 
 TEST(FaultChecker, OneClaimActivatedByTwoProcessesIsAViolationOfA) {

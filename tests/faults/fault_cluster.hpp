@@ -33,6 +33,7 @@
 #include <akt/akt.hpp>
 #include <akt/cluster/cluster.hpp>
 #include <akt/etcd/etcd_store.hpp>
+#include <akt/testkit/tcp_proxy.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -141,6 +142,11 @@ struct node_slot {
   // (--old-process-gone: the join revokes its lease instead of waiting for it to expire).
   int port = 0;
   bool old_process_gone = false;
+  // options::proxied: the node reaches etcd through etcd_proxy and advertises peer_proxy, which
+  // forwards to the port it listens on; partition() blackholes both (the slot keeps them across
+  // restarts). Null otherwise.
+  std::unique_ptr<akt::testkit::tcp_proxy> etcd_proxy, peer_proxy;
+  bool cut = false;  // partitioned now (between partition() and heal())
 };
 
 // A loopback port for a node to listen on for the whole run, below the ephemeral range
@@ -176,6 +182,9 @@ class fault_cluster {
     // Each node name keeps one loopback port for the run (node_slot::port), so that a process
     // started again under its name has its predecessor's address too.
     bool fixed_ports = false;
+    // Each node behind two testkit tcp_proxies of its own (node_slot): one to etcd, one in
+    // front of its remoting port, which it advertises; needed by partition() / heal().
+    bool proxied = false;
   };
 
   explicit fault_cluster(options o)
@@ -347,7 +356,7 @@ class fault_cluster {
                                      "2"};
     if (s.port != 0) args.insert(args.end(), {"--port", std::to_string(s.port)});
     if (s.old_process_gone) args.insert(args.end(), {"--old-process-gone", "1"});
-    s.proc = node_process::start(args, log, why);
+    s.proc = node_process::start(proxied_args(s, std::move(args)), log, why);
     if (!s.proc) ADD_FAILURE() << s.name << ": " << why;
     return s.proc != nullptr;
   }
@@ -484,6 +493,57 @@ class fault_cluster {
     return driver_ ? akt::cluster::members(*driver_) : std::vector<akt::cluster::member>();
   }
 
+  // ---- partitions (options::proxied) ----
+  //
+  // What a partition cuts, and what it cannot: a node's remoting sends its own frames on
+  // connections it opens to each peer's advertised address, and each peer answers on its own
+  // connections back (src/remote/association.hpp). Here every node advertises its peer_proxy,
+  // so blackholing the partitioned node's peer_proxy cuts every connection INTO it, from the
+  // other nodes and from the driver: from the cut on it receives no request, answer, credit or
+  // pong. Its etcd_proxy cuts its keep-alives, claims and watch. NOT cut: the TCP connections it
+  // opened itself to the other nodes' peer_proxies (each of those proxies is shared by every
+  // client of that node, and nodes dial the address a peer advertises in etcd, so there is no
+  // per-pair link to cut without a product change or a network namespace per node): frames it
+  // sends on them still arrive. After the cut those are only pings, answers to requests that
+  // reached it before the cut, and what it sends on its own initiative (the fault node's grains
+  // send nothing): no new work reaches it, and peers hear from it only its last answers and
+  // its pings.
+  //
+  // With peers = false only etcd is cut: the node stays reachable, requests keep reaching it
+  // until the others see its lease expire, and it must refuse them by its own clock once its
+  // lease validity ended (the fencing itself is what is tested, not only the cut).
+
+  // Cuts slot s off: its proxies blackholed (etcd's, and with `peers` the one in front of it),
+  // then an X line "X <node> <pid> <ns> <ttl-ms>" (the lease TTL bounds the checker's rule: no
+  // handler of the node from cut + TTL until it heals).
+  void partition(node_slot& s, bool peers = true) {
+    s.etcd_proxy->blackhole();
+    if (peers) s.peer_proxy->blackhole();
+    s.cut = true;
+    ++partitions_;
+    (void)append_line(faults_fd_, "X " + s.name + " " + std::to_string(s.proc->pid()) + " " +
+                                      std::to_string(monotonic_ns()) + " " +
+                                      std::to_string(k_lease_ttl_ms));
+  }
+  // Heals slot s: an H line (its handlers from here on may run on a new epoch), then both
+  // proxies pass again (what they held is delivered, in order).
+  void heal(node_slot& s) {
+    fault_line('H', s);
+    s.etcd_proxy->pass();
+    s.peer_proxy->pass();
+    s.cut = false;
+    ++heals_;
+  }
+  int partitions() const noexcept { return partitions_; }
+  int heals() const noexcept { return heals_; }
+  // The epoch of node `name` as the driver's membership sees it; 0 when it is not a member.
+  akt::cluster::lease_id member_epoch(const std::string& name) {
+    if (!driver_) return 0;
+    for (const akt::cluster::member& m : akt::cluster::members(*driver_))
+      if (m.name == name && !m.leaving) return m.epoch;
+    return 0;
+  }
+
   // Waits until slot s is ready (polling every node meanwhile); false after `bound`.
   bool wait_ready(node_slot& s, std::chrono::milliseconds bound) {
     return akt::test::eventually(
@@ -544,6 +604,8 @@ class fault_cluster {
     EXPECT_EQ(r.kills, static_cast<std::size_t>(kills_));
     EXPECT_EQ(r.terms, static_cast<std::size_t>(terms_));
     EXPECT_EQ(r.pauses, static_cast<std::size_t>(pauses_));
+    EXPECT_EQ(r.partitions, static_cast<std::size_t>(partitions_));
+    EXPECT_EQ(r.heals, static_cast<std::size_t>(heals_));
     EXPECT_GT(r.ok, 0u);
     EXPECT_GT(r.handler_starts, 0u);
     EXPECT_TRUE(r.violations_a.empty()) << r.summary();
@@ -564,6 +626,29 @@ class fault_cluster {
   }
 
  private:
+  static constexpr long k_lease_ttl_ms = 2000;  // the nodes' --ttl 2
+
+  // The node's command line, for options::proxied with its proxies (made on the slot's first
+  // start) in it: --etcd the etcd_proxy, --port a free port (chosen here, as etcd_process
+  // chooses etcd's: a port taken meanwhile fails the start, and poll_nodes starts it again on
+  // another), --advertise the peer_proxy, which forwards there.
+  std::vector<std::string> proxied_args(node_slot& s, std::vector<std::string> argv) {
+    if (!opt_.proxied) return argv;
+    const std::string ep = etcd_->endpoint();
+    if (!s.etcd_proxy) {
+      s.etcd_proxy = std::make_unique<akt::testkit::tcp_proxy>(
+          "127.0.0.1", static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1))));
+      s.peer_proxy = std::make_unique<akt::testkit::tcp_proxy>("127.0.0.1", 0);
+    }
+    const int port = akt::test::etcd_detail::free_ports(1).front();
+    s.peer_proxy->set_target("127.0.0.1", static_cast<std::uint16_t>(port));
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--etcd") argv[i + 1] = s.etcd_proxy->address();
+    argv.insert(argv.end(),
+                {"--port", std::to_string(port), "--advertise", s.peer_proxy->address()});
+    return argv;
+  }
+
   bool start_driver() {
     using namespace std::chrono_literals;
     akt::system_config cfg;
@@ -668,6 +753,7 @@ class fault_cluster {
   std::atomic<long> sent_{0};  // traffic threads add; read after they are joined
   int kills_ = 0, terms_ = 0, pauses_ = 0;
   int stalls_ = 0;
+  int partitions_ = 0, heals_ = 0;
   std::vector<std::string> rss_;  // per node, then the driver
   int same_name_restarts_ = 0;
   // Last: destroyed first, before etcd (its watch ends with the connection).

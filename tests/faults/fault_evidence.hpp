@@ -28,6 +28,8 @@
 //                                          (observed at <ns>; fault_leases.hpp)
 //     G <grain> <token> <owner> <epoch> <ns>  a claim of <grain> (token: its key's create
 //                                          revision) for node <owner> on lease <epoch>
+//     X <node> <pid> <ns> <lease-ttl-ms>  (partitioned: its proxies blackholed)
+//     H <node> <pid> <ns>   (about to heal: its proxies pass again)
 //
 // Contract: fenced_store may be used from any thread of any process at once (flock serialises
 // the processes; each call opens its own descriptor, so threads of one process serialise on

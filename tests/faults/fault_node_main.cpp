@@ -2,7 +2,7 @@
 // tests/faults/kill_nine_test.cpp).
 //
 //   akt_fault_node --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]
-//                  [--port PORT] [--old-process-gone 0|1]
+//                  [--port PORT] [--old-process-gone 0|1] [--advertise HOST:PORT]
 //
 // --port: remoting listens on that port (0, the default: any free one); a node started again
 // under its name and address (issue 20, "restart under the same name") binds its
@@ -10,6 +10,8 @@
 // connections in TIME_WAIT do not hold it). --old-process-gone 1: the join revokes the lease of
 // an earlier process holding the name instead of waiting for it to expire
 // (cluster_config::old_process_gone).
+// --advertise: the address remoting advertises (remote_config::advertised_host/port), e.g.
+// a testkit tcp_proxy in front of the port it listens on (issue 20, "partition").
 //
 // It starts an actor system named after the node with remoting on 127.0.0.1 (any free port)
 // and the cluster on etcd (lease TTL --ttl, 2 s by default: etcd's minimum), hosting the grain
@@ -17,7 +19,10 @@
 // on_deactivate) appends one line to DIR/handlers/<node>-<pid>.log before it does anything
 // else; each apply_msg is then written to the fenced store in DIR/store/ with the activation's
 // fencing token, and answered with ack, or with an error when the store refused it (the formats
-// are in fault_evidence.hpp). Once joined it prints
+// are in fault_evidence.hpp). --port binds remoting to that port instead of a free one, and
+// --advertise makes it tell its peers (and print) another address: the partition fault puts a
+// testkit tcp_proxy there, in front of the node, so that every connection into it can be cut.
+// Once joined it prints
 //
 //   READY <akt://node@127.0.0.1:port>
 //
@@ -346,8 +351,8 @@ void wait_for_the_end(int signals, staller& stall) {
 
 int usage(const char* self) {
   std::fprintf(stderr,
-               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]"
-               " [--port PORT] [--old-process-gone 0|1]\n",
+               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]\n"
+               "       [--port PORT] [--old-process-gone 0|1] [--advertise HOST:PORT]\n",
                self);
   return 1;
 }
@@ -359,6 +364,8 @@ int main(int argc, char** argv) {
   long ttl = 2;
   long port = 0;
   bool old_process_gone = false;
+  std::string advertise_host;  // --advertise HOST:PORT: empty is the bound one
+  long advertise_port = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return usage(argv[0]);
@@ -378,6 +385,13 @@ int main(int argc, char** argv) {
       if (port < 0 || port > 65535) return usage(argv[0]);
     } else if (arg == "--old-process-gone") {
       old_process_gone = std::strtol(value, nullptr, 10) != 0;
+    } else if (arg == "--advertise") {
+      const std::string text = value;
+      const auto colon = text.rfind(':');
+      if (colon == std::string::npos || colon == 0) return usage(argv[0]);
+      advertise_host = text.substr(0, colon);
+      advertise_port = std::strtol(text.c_str() + colon + 1, nullptr, 10);
+      if (advertise_port <= 0 || advertise_port > 65535) return usage(argv[0]);
     } else {
       return usage(argv[0]);
     }
@@ -413,6 +427,8 @@ int main(int argc, char** argv) {
   akt::remote_config rc;
   rc.host = "127.0.0.1";
   rc.port = static_cast<std::uint16_t>(port);
+  rc.advertised_host = advertise_host;
+  rc.advertised_port = static_cast<std::uint16_t>(advertise_port);
   rc.heartbeat_interval = 100ms;
   rc.node_lost_after = 2s;
   rc.reconnect_min = 10ms;
