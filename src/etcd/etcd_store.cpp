@@ -718,6 +718,9 @@ std::unique_ptr<cluster::watch_handle> etcd_store::watch(std::string prefix, rev
   return std::make_unique<etcd_watch_handle>(std::move(st));
 }
 
+// How long connect() waits before it asks again after an UNAVAILABLE answer.
+constexpr milliseconds k_connect_retry{100};
+
 // "host:port" with a numeric IPv4 host.
 bool is_ipv4_endpoint(const std::string& e) {
   const auto colon = e.rfind(':');
@@ -772,17 +775,30 @@ result<std::unique_ptr<cluster::store>> connect(etcd_options options) {
   args.SetMaxReceiveMessageSize(channel_tuning::max_receive_bytes);
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 
-  // The first answer: a linearizable read, so the cluster has a leader and serves.
+  // The first answer: a linearizable read, so the cluster has a leader and serves. A member
+  // that answers UNAVAILABLE ("leader changed", "no leader", "request timed out": an election
+  // is going on, or it has just restarted) is asked again until connect_wait is up, as one
+  // that does not answer yet is waited for.
   {
     auto stub = pb::KV::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options.connect_wait);
-    ctx.set_wait_for_ready(true);
+    const auto deadline = std::chrono::system_clock::now() + options.connect_wait;
     pb::RangeRequest req;
     req.set_key("/akt");
     req.set_count_only(true);
     pb::RangeResponse resp;
-    const auto status = stub->Range(&ctx, req, &resp);
+    grpc::Status status;
+    for (;;) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      ctx.set_wait_for_ready(true);
+      resp.Clear();
+      status = stub->Range(&ctx, req, &resp);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          std::chrono::system_clock::now() + k_connect_retry >= deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(k_connect_retry);
+    }
     if (!status.ok()) {
       return error(errc::cluster_unavailable, "no etcd endpoint of " + listed +
                                                   " answered within " +

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "etcd/etcd_test_support.hpp"
 
@@ -142,6 +143,34 @@ TEST(EtcdFaults, ThreeMembersKeepServingWithOneKilled) {
   auto after = put("/after");
   ASSERT_TRUE(after && *after) << (after ? after->error().message() : "no completion");
   EXPECT_TRUE((*after)->succeeded);
+}
+
+// A member that answers while it has no leader (here: two of three members down; the same
+// answer, UNAVAILABLE, as "leader changed" at an election) is asked again until connect_wait is
+// up: a node started during an etcd election joins once it is over, instead of failing at the
+// first answer (issue 20's etcd member loss found a node that exited so).
+TEST(EtcdFaults, ConnectWaitsThroughALostQuorum) {
+  AKT_SKIP_WITHOUT_ETCD();
+  etcd_cluster etcd(3);
+  etcd.member(1).kill();
+  etcd.member(2).kill();
+  const auto start = std::chrono::steady_clock::now();
+  result<std::unique_ptr<cluster::store>> connected = error(errc::cluster_unavailable);
+  std::thread connecting([&] { connected = etcd::connect({etcd.endpoints(), 1000ms, 30000ms}); });
+  // etcd answers a linearizable read without a leader with "request timed out" after its
+  // request timeout (5 s + 2 election timeouts: 7 s): the quorum returns after that answer.
+  std::this_thread::sleep_for(9s);
+  std::string why;
+  const bool restarted = etcd.restart(1, why);
+  connecting.join();
+  ASSERT_TRUE(restarted) << why;
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(connected) << connected.error().message();
+  EXPECT_GE(took, 9s);  // it waited for the quorum
+  auto put = await<op_outcome>(
+      [&](auto cb) { (*connected)->put_if_absent("/after", "v", 0, std::move(cb)); });
+  ASSERT_TRUE(put && *put) << (put ? put->error().message() : "no completion");
+  EXPECT_TRUE((*put)->succeeded);
 }
 
 }  // namespace
