@@ -23,6 +23,10 @@
 // under a new one). Overlaps (c) in which the older activation's process was paused between
 // the two first starts are counted apart as explained by the pause.
 //
+// The store's faults are in etcd.log, apart from the nodes' (M: an etcd member got SIGKILL,
+// "leader" or "follower"; N: it serves again after a restart; Z: the store was compacted): they
+// are counted; the invariants above are what must hold through them.
+//
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
 // each, the time from the kill to the end of the first acknowledged call to it that started
@@ -67,6 +71,11 @@ struct check_report {
   // The same measure from each clean stop (T) and from each pause (P).
   std::vector<double> stop_failover_ms, pause_failover_ms;
   std::size_t stop_unrecovered = 0, pause_unrecovered = 0;
+  // The store's faults (etcd.log): members killed (of them, the leader), restarted, and the
+  // compactions; and the lines of that file that do not parse go to malformed.
+  std::size_t etcd_kills = 0, etcd_leader_kills = 0, etcd_restarts = 0, compactions = 0;
+  // failover_ms again, per kill: the K line's time (ns) -> the failover of each of its grains.
+  std::map<std::int64_t, std::vector<double>> failover_ms_by_kill;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&
