@@ -1,7 +1,8 @@
 // akt_fault_node: one cluster node in a process of its own, for the fault harness (issue 20,
 // tests/faults/kill_nine_test.cpp).
 //
-//   akt_fault_node --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]
+//   akt_fault_node --etcd HOST:PORT[,HOST:PORT...] --cluster NAME --node NAME --dir DIR
+//                  [--ttl SECONDS]
 //
 // It starts an actor system named after the node with remoting on 127.0.0.1 (any free port)
 // and the cluster on etcd (lease TTL --ttl, 2 s by default: etcd's minimum), hosting the grain
@@ -182,7 +183,8 @@ void report_views(akt::actor_system& sys, int views, const std::atomic<bool>& st
 
 int usage(const char* self) {
   std::fprintf(stderr,
-               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]\n",
+               "usage: %s --etcd HOST:PORT[,HOST:PORT...] --cluster NAME --node NAME --dir DIR "
+               "[--ttl SECONDS]\n",
                self);
   return 1;
 }
