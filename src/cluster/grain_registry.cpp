@@ -613,8 +613,13 @@ void grain_registry::on_events(const std::vector<watch_event>& events, revision 
 }
 
 void grain_registry::on_watch_end(error why) {
+  // The handles retired before this end are of watches whose on_end returned (a store delivers
+  // one at a time): freed here, after the lock, so a store that ends watch after watch (one
+  // that is down) does not grow the list until close().
+  std::vector<std::unique_ptr<watch_handle>> done;
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return;
+  done.swap(retired_);
   // Whatever changed while no watch ran is unknown: start the cache afresh (entries are hints).
   // After a compaction the revision to resume from is gone: resume from the latest instead,
   // which with an empty cache misses nothing this node still holds.

@@ -216,8 +216,9 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   bool closed_ = false;         // guarded
   revision last_revision_ = 0;  // guarded: the watch's last
   std::unique_ptr<watcher> watcher_;
-  std::unique_ptr<watch_handle> watch_;                 // guarded when replaced
-  std::vector<std::unique_ptr<watch_handle>> retired_;  // guarded: ended watches, until close
+  std::unique_ptr<watch_handle> watch_;  // guarded when replaced
+  // guarded: the ended watch whose on_end is running or ran last (freed at the next end or close)
+  std::vector<std::unique_ptr<watch_handle>> retired_;
   // Writer: begin_shutdown (release); readers: admit (acquire).
   std::atomic<bool> shutting_down_{false};
   // Writer: the first admit that saw min_peers members (release); readers: admit (acquire).

@@ -49,6 +49,11 @@ struct channel_tuning {
   // without closing the connection (paused, partitioned) ends them. etcd refuses pings more
   // often than every 5 s (--grpc-keepalive-min-time) with GOAWAY.
   static constexpr int keepalive_time_ms = 10000;
+  // A watch that etcd never answered (the store is down) ends this long after it failed, not at
+  // once: whoever watches again from on_end (membership, grain registry, actor names) then
+  // retries about ten times a second while the store is down, instead of spinning on the
+  // completion thread (issue 20's store restart found nodes growing by hundreds of MiB so).
+  static constexpr std::chrono::milliseconds unanswered_watch_end{100};
   // The largest answer accepted (a full read of a large prefix); gRPC's default is 4 MiB.
   static constexpr int max_receive_bytes = 256 << 20;
   // The most request bytes one commit round carries (estimated: each nested txn holds its key
@@ -541,12 +546,16 @@ class watch_op final : public op {
       std::lock_guard lock(st_->ctx_mutex);
       st_->ctx = &ctx_;
     }
-    // No deadline and no waiting for a connection: a watch on a store that is down ends at
-    // once (on_end), the caller watches again.
+    // No deadline and no waiting for a connection: a watch on a store that is down ends soon
+    // (on_end, after channel_tuning::unanswered_watch_end), the caller watches again.
     stream_ = store_.watch_stub().PrepareAsyncWatch(&ctx_, &store_.queue());
     stream_->StartCall(this);
   }
-  void cancel() override { ctx_.TryCancel(); }
+  void cancel() override {
+    canceled_.store(true, std::memory_order_relaxed);
+    ctx_.TryCancel();
+    pause_.Cancel();  // a pending pause fires at once
+  }
 
  protected:
   bool proceed(bool ok) override {
@@ -568,11 +577,21 @@ class watch_op final : public op {
         }
         return read();
       case step::finish:
-        if (!ended_) {
-          end(status_.ok() ? error(errc::cluster_registry_timeout, "etcd ended the watch stream")
-                           : store_.map_status(status_, "watch"),
-              0);
+        if (ended_) return true;
+        if (!answered_ && !canceled_.load(std::memory_order_relaxed)) {
+          // No answer at all (the store is down or unreachable): the end is told after a pause,
+          // so a caller that watches again at once retries about ten times a second instead of
+          // spinning on the completion thread.
+          at_ = step::pause;
+          pause_.Set(&store_.queue(),
+                     std::chrono::system_clock::now() + channel_tuning::unanswered_watch_end, this);
+          return false;
         }
+        [[fallthrough]];
+      case step::pause:
+        end(status_.ok() ? error(errc::cluster_registry_timeout, "etcd ended the watch stream")
+                         : store_.map_status(status_, "watch"),
+            0);
         return true;
     }
     return true;
@@ -580,7 +599,7 @@ class watch_op final : public op {
   void fail(error e) override { end(std::move(e), 0); }
 
  private:
-  enum class step : std::uint8_t { start, write, read, finish };
+  enum class step : std::uint8_t { start, write, read, finish, pause };
   bool read() {
     at_ = step::read;
     resp_.Clear();
@@ -593,6 +612,7 @@ class watch_op final : public op {
     return false;
   }
   void on_response() {
+    answered_ = true;
     if (resp_.compact_revision() > 0) {
       end(error(errc::cluster_compacted, "etcd compacted revisions the watch from " +
                                              std::to_string(next_) +
@@ -631,7 +651,10 @@ class watch_op final : public op {
   revision next_;  // no event before this revision is accepted (the last delivered, or from)
   cluster::watch_handler& h_;
   step at_ = step::start;
-  bool ended_ = false;  // on_end delivered (or suppressed by cancel)
+  bool ended_ = false;                 // on_end delivered (or suppressed by cancel)
+  bool answered_ = false;              // etcd answered (created the watch, or ended it)
+  std::atomic<bool> canceled_{false};  // cancel() ran (the store's destructor, under its mutex)
+  grpc::Alarm pause_;                  // the pause before an unanswered watch's end
   grpc::ClientContext ctx_;
   pb::WatchRequest req_;
   pb::WatchResponse resp_;
@@ -718,6 +741,9 @@ std::unique_ptr<cluster::watch_handle> etcd_store::watch(std::string prefix, rev
   return std::make_unique<etcd_watch_handle>(std::move(st));
 }
 
+// How long connect() waits before it asks again after an UNAVAILABLE answer.
+constexpr milliseconds k_connect_retry{100};
+
 // "host:port" with a numeric IPv4 host.
 bool is_ipv4_endpoint(const std::string& e) {
   const auto colon = e.rfind(':');
@@ -772,17 +798,30 @@ result<std::unique_ptr<cluster::store>> connect(etcd_options options) {
   args.SetMaxReceiveMessageSize(channel_tuning::max_receive_bytes);
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 
-  // The first answer: a linearizable read, so the cluster has a leader and serves.
+  // The first answer: a linearizable read, so the cluster has a leader and serves. A member
+  // that answers UNAVAILABLE ("leader changed", "no leader", "request timed out": an election
+  // is going on, or it has just restarted) is asked again until connect_wait is up, as one
+  // that does not answer yet is waited for.
   {
     auto stub = pb::KV::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options.connect_wait);
-    ctx.set_wait_for_ready(true);
+    const auto deadline = std::chrono::system_clock::now() + options.connect_wait;
     pb::RangeRequest req;
     req.set_key("/akt");
     req.set_count_only(true);
     pb::RangeResponse resp;
-    const auto status = stub->Range(&ctx, req, &resp);
+    grpc::Status status;
+    for (;;) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      ctx.set_wait_for_ready(true);
+      resp.Clear();
+      status = stub->Range(&ctx, req, &resp);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          std::chrono::system_clock::now() + k_connect_retry >= deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(k_connect_retry);
+    }
     if (!status.ok()) {
       return error(errc::cluster_unavailable, "no etcd endpoint of " + listed +
                                                   " answered within " +

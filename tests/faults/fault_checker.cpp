@@ -217,6 +217,31 @@ check_report check_evidence(const fs::path& dir) {
     if (f.tag == 'K' || f.tag == 'T' || f.tag == 'P') faults.push_back(f);
   }
 
+  // ---- the store's faults (etcd.log): counted ----
+  for (const std::string& line : lines_of(dir / "etcd.log", r.torn_lines)) {
+    std::istringstream in(line);
+    std::string tag, member, what;
+    long long pid = 0;
+    std::int64_t ns = 0;
+    if (!(in >> tag >> member >> pid >> ns) || (tag != "M" && tag != "N" && tag != "Z")) {
+      bad(dir / "etcd.log", line);
+      continue;
+    }
+    in >> what;
+    if (tag == "M") {
+      if (what != "leader" && what != "follower") {
+        bad(dir / "etcd.log", line);
+        continue;
+      }
+      ++r.etcd_kills;
+      if (what == "leader") ++r.etcd_leader_kills;
+    } else if (tag == "N") {
+      ++r.etcd_restarts;
+    } else {
+      ++r.compactions;
+    }
+  }
+
   // ---- handler starts, grouped into activations ----
   std::vector<handler_start> starts;
   std::map<std::tuple<std::string, std::int64_t, std::string, long long>, activation> acts;
@@ -646,6 +671,9 @@ check_report check_evidence(const fs::path& dir) {
       for (const call& c : calls_of[grain]) {
         if (c.start_ns >= k.ns && c.outcome == "ok") {
           times.push_back(static_cast<double>(c.end_ns - k.ns) / 1e6);
+          if (k.tag == 'K') {
+            r.failover_ms_by_kill[k.ns].push_back(static_cast<double>(c.end_ns - k.ns) / 1e6);
+          }
           recovered = true;
           break;
         }
@@ -764,6 +792,10 @@ std::string check_report::summary(std::size_t max_examples) const {
                   after_heal_starts, heal_to_serving_ms.size(), heals_not_serving,
                   percentile(heal_to_serving_ms, 50), percentile(heal_to_serving_ms, 100));
     out << text;
+  }
+  if (etcd_kills > 0 || etcd_restarts > 0 || compactions > 0) {
+    out << "etcd members killed " << etcd_kills << " (" << etcd_leader_kills
+        << " leading), restarted " << etcd_restarts << "; compactions " << compactions << "\n";
   }
   out << "violations: (a) " << violations_a.size() << ", (b) " << violations_b.size() << ", (d) "
       << violations_d.size() << "; overlaps (c) " << overlaps_c.size() << " (" << overlaps_c_paused

@@ -48,6 +48,9 @@
 // time to the process's first handler on a new epoch (it rejoined and serves again), or counts
 // the heal as not serving again before the run ended; and how long after each cut it went on
 // starting handlers.
+// The store's faults are in etcd.log, apart from the nodes' (M: an etcd member got SIGKILL,
+// "leader" or "follower"; N: it serves again after a restart; Z: the store was compacted): they
+// are counted; the invariants above are what must hold through them.
 //
 // It also measures failover: for each kill (K line), the grains whose current activation (the
 // newest token whose first handler started before the kill) ran in the killed process, and for
@@ -124,6 +127,11 @@ struct check_report {
   // the activation's node, its lease one of that process's epochs) and those whose claim was
   // not seen.
   std::size_t claims_seen = 0, claims_checked = 0, claims_unseen = 0;
+  // The store's faults (etcd.log): members killed (of them, the leader), restarted, and the
+  // compactions; and the lines of that file that do not parse go to malformed.
+  std::size_t etcd_kills = 0, etcd_leader_kills = 0, etcd_restarts = 0, compactions = 0;
+  // failover_ms again, per kill: the K line's time (ns) -> the failover of each of its grains.
+  std::map<std::int64_t, std::vector<double>> failover_ms_by_kill;
 
   bool clean() const {
     return violations_a.empty() && violations_b.empty() && violations_d.empty() &&

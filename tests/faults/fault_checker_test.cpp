@@ -2,8 +2,9 @@
 // and each kind of bad evidence (a late handler of a replaced claim, one claim in two processes,
 // a stale write accepted, overlapping activations, an acknowledged message lost or applied
 // twice, a refused one applied, one applied that was never sent) is caught, so the kill -9 test's
-// zero counts mean something. Also the fenced store itself and the failover measure, and the
-// partition's rules (a handler past cut + TTL, an old claim or epoch after the heal).
+// zero counts mean something. Also the fenced store itself, the failover measure, the
+// partition's rules (a handler past cut + TTL, an old claim or epoch after the heal) and the
+// store's fault lines (etcd.log).
 
 #include <gtest/gtest.h>
 
@@ -116,6 +117,9 @@ TEST(FaultChecker, CleanEvidencePassesWithItsCountsAndTheFailover) {
   // The kill at 3 s hit g0's activation; the first ok call started after it ended at 5.5 s.
   ASSERT_EQ(r.failover_ms.size(), 1u);
   EXPECT_DOUBLE_EQ(r.failover_ms[0], 2500.0);
+  ASSERT_EQ(r.failover_ms_by_kill.size(), 1u);
+  EXPECT_EQ(r.failover_ms_by_kill.begin()->first, 3 * k_s);
+  EXPECT_EQ(r.failover_ms_by_kill.begin()->second, std::vector<double>{2500.0});
 }
 
 TEST(FaultChecker, AHandlerOfAReplacedClaimIsAViolationOfAAndAnOverlap) {
@@ -661,6 +665,28 @@ TEST(FaultChecker, TheFencedStoreRefusesASmallerTokenAndItsFileChecksClean) {
   EXPECT_TRUE(r.clean()) << r.summary();
   EXPECT_EQ(r.applied, 2u);
   EXPECT_EQ(r.stale_refused, 1u);
+}
+
+TEST(FaultChecker, TheStoresFaultsAreCountedAndABadLineOfThemFails) {
+  evidence_dir d;
+  write_clean_run(d);
+  d.write("etcd.log", "M etcd-m0 200 " + std::to_string(3 * k_s) + " leader\n" + "N etcd-m0 201 " +
+                          std::to_string(4 * k_s) + "\n" + "M etcd-m1 202 " +
+                          std::to_string(5 * k_s) + " follower\n" + "Z etcd 0 " +
+                          std::to_string(6 * k_s) + " rev 42\n");
+  check_report r = d.check();
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.etcd_kills, 2u);
+  EXPECT_EQ(r.etcd_leader_kills, 1u);
+  EXPECT_EQ(r.etcd_restarts, 1u);
+  EXPECT_EQ(r.compactions, 1u);
+  EXPECT_EQ(r.kills, 1u);  // the nodes' faults are apart
+  EXPECT_NE(r.summary().find("etcd members killed 2 (1 leading)"), std::string::npos);
+
+  d.write("etcd.log", "M etcd-m2 203 " + std::to_string(7 * k_s) + " maybe\nQ etcd 1 2\n");
+  r = d.check();
+  EXPECT_EQ(r.malformed.size(), 2u) << r.summary();
+  EXPECT_FALSE(r.clean());
 }
 
 TEST(FaultChecker, PercentileIsByNearestRank) {

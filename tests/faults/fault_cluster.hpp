@@ -48,6 +48,7 @@
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -60,6 +61,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -185,6 +187,9 @@ class fault_cluster {
     // Each node behind two testkit tcp_proxies of its own (node_slot): one to etcd, one in
     // front of its remoting port, which it advertises; needed by partition() / heal().
     bool proxied = false;
+    // etcd members (1, or 3 for the member-loss faults); nodes and the driver get every
+    // member's endpoint, and the store fails over between them.
+    int etcd_members = 1;
   };
 
   explicit fault_cluster(options o)
@@ -200,6 +205,7 @@ class fault_cluster {
     nodes_.clear();  // each node_process SIGKILLs and reaps a process still running
     if (faults_fd_ >= 0) ::close(faults_fd_);
     if (calls_fd_ >= 0) ::close(calls_fd_);
+    if (etcd_fd_ >= 0) ::close(etcd_fd_);
   }
   fault_cluster(const fault_cluster&) = delete;
   fault_cluster& operator=(const fault_cluster&) = delete;
@@ -217,7 +223,7 @@ class fault_cluster {
       return false;
     }
     try {
-      etcd_ = std::make_unique<akt::test::etcd_process>();
+      etcd_ = std::make_unique<akt::test::etcd_cluster>(opt_.etcd_members);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "etcd did not start: " << e.what();
       return false;
@@ -231,13 +237,14 @@ class fault_cluster {
     cluster_ = "faults" + std::to_string(::getpid());
     faults_fd_ = open_append(dir_ / "faults.log");
     calls_fd_ = open_append(dir_ / "calls.log");
-    if (faults_fd_ < 0 || calls_fd_ < 0) {
+    etcd_fd_ = open_append(dir_ / "etcd.log");
+    if (faults_fd_ < 0 || calls_fd_ < 0 || etcd_fd_ < 0) {
       ADD_FAILURE() << "cannot open the evidence files under " << dir_;
       return false;
     }
     // The leases as etcd shows them (check (a) against their ends), watched before any node
     // starts.
-    if (std::string why = leases_.start(etcd_->endpoint(), cluster_, dir_ / "leases.log");
+    if (std::string why = leases_.start(etcd_->endpoints(), cluster_, dir_ / "leases.log");
         !why.empty()) {
       ADD_FAILURE() << "the lease watch did not start: " << why;
       return false;
@@ -345,7 +352,7 @@ class fault_cluster {
     s.ready = false;
     std::vector<std::string> args = {AKT_FAULT_NODE_PATH,
                                      "--etcd",
-                                     etcd_->endpoint(),
+                                     etcd_endpoint_list(),
                                      "--cluster",
                                      cluster_,
                                      "--node",
@@ -554,6 +561,142 @@ class fault_cluster {
         bound);
   }
 
+  // ---- etcd (the store's faults: etcd_member_loss_test.cpp, store_restart_test.cpp) ----
+  // Each fault is a line in etcd.log (fault_evidence.hpp's format: tag, member, pid,
+  // CLOCK_MONOTONIC ns, then what it was): M a member got SIGKILL ("leader" or "follower"), N it
+  // serves again after its restart, Z the store was compacted ("rev <revision>").
+  akt::test::etcd_cluster& etcd() noexcept { return *etcd_; }
+  int etcd_kills() const noexcept { return etcd_kills_; }
+  int etcd_leader_kills() const noexcept { return etcd_leader_kills_; }
+  int compactions() const noexcept { return compactions_; }
+
+  // The index of the member that leads (waits up to 10 s for one); -1 when none does.
+  int etcd_leader() { return etcd_->leader(); }
+
+  // SIGKILL to member i (an M line first, saying whether it led when the line was written).
+  void kill_etcd_member(std::size_t i) {
+    akt::test::etcd_member& m = etcd_->member(i);
+    const bool led =
+        etcd_->members().size() == 1 || akt::test::etcd_detail::is_leader(m.client_port);
+    (void)append_line(etcd_fd_, "M etcd-" + m.name + " " + std::to_string(m.pid) + " " +
+                                    std::to_string(monotonic_ns()) + " " +
+                                    (led ? "leader" : "follower"));
+    m.kill();
+    ++etcd_kills_;
+    if (led) ++etcd_leader_kills_;
+  }
+
+  // Starts member i again on its ports and data dir; once it answers /health, an N line. False,
+  // with a failure reported, when it did not come back.
+  bool restart_etcd_member(std::size_t i) {
+    std::string why;
+    if (!etcd_->restart(i, why)) {
+      ADD_FAILURE() << why;
+      return false;
+    }
+    const akt::test::etcd_member& m = etcd_->member(i);
+    (void)append_line(etcd_fd_, "N etcd-" + m.name + " " + std::to_string(m.pid) + " " +
+                                    std::to_string(monotonic_ns()));
+    ++etcd_restarts_;
+    return true;
+  }
+
+  // Compacts the store at its current revision (etcdctl): every watch that resumes from an
+  // older revision then ends with "compacted". The revision compacted at, a Z line; 0 (and a
+  // failure reported) when etcdctl failed.
+  long long compact_etcd() {
+    const std::string status = etcd_->etcdctl_output({"endpoint", "status", "-w", "json"});
+    const auto at = status.find("\"revision\":");
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "etcdctl endpoint status gave no revision: '" << status << "'";
+      return 0;
+    }
+    const long long rev = std::strtoll(status.c_str() + at + 11, nullptr, 10);
+    if (rev <= 0 || etcd_->etcdctl({"compact", std::to_string(rev)}) != 0) {
+      ADD_FAILURE() << "etcdctl compact " << rev << " failed";
+      return 0;
+    }
+    (void)append_line(etcd_fd_,
+                      "Z etcd 0 " + std::to_string(monotonic_ns()) + " rev " + std::to_string(rev));
+    ++compactions_;
+    return rev;
+  }
+
+  // ---- member views (after store faults: they must converge) ----
+
+  // The first time (CLOCK_MONOTONIC ns) at or after `after_ns` at which the driver saw node
+  // `name` leave (node_left: its record vanished, by a clean stop or its lease's expiry); -1 if
+  // it did not.
+  std::int64_t driver_saw_leave(const std::string& name, std::int64_t after_ns) {
+    std::lock_guard<std::mutex> lock(left_mutex_);
+    for (const auto& [who, ns] : left_)
+      if (who == name && ns >= after_ns) return ns;
+    return -1;
+  }
+
+  // The driver's member view: "name:epoch" of each member it sees, sorted.
+  std::vector<std::string> driver_view() {
+    std::vector<std::string> v;
+    if (!driver_) return v;
+    for (const auto& m : akt::cluster::members(*driver_))
+      v.push_back(m.name + ":" + std::to_string(m.epoch));
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+  // Node s's member view: SIGWINCH, then its next VIEW line (fault_node_main.cpp), waiting up to
+  // `bound`; empty when none came.
+  std::vector<std::string> node_view(node_slot& s, std::chrono::milliseconds bound) {
+    if (!s.proc) return {};
+    auto count_views = [&](const std::string& text) {
+      std::size_t n = 0;
+      for (std::size_t at = text.find("VIEW"); at != std::string::npos;
+           at = text.find("VIEW", at + 4))
+        ++n;
+      return n;
+    };
+    const std::size_t before = count_views(s.proc->log_text());
+    ::kill(s.proc->pid(), SIGWINCH);
+    std::string text;
+    if (!akt::test::eventually(
+            [&] {
+              text = s.proc->log_text();
+              return count_views(text) > before && text.back() == '\n';
+            },
+            bound)) {
+      return {};
+    }
+    const auto at = text.rfind("VIEW");
+    std::istringstream in(text.substr(at + 4, text.find('\n', at) - at - 4));
+    std::vector<std::string> v;
+    for (std::string item; in >> item;) v.push_back(item);
+    return v;
+  }
+
+  // Waits up to `bound` until every node's view and the driver's are the same: every node and
+  // the driver, each once, with the same epochs. False, with the last views in `why`, if not.
+  bool views_converge(std::chrono::milliseconds bound, std::string& why) {
+    return akt::test::eventually(
+        [&] {
+          (void)poll_nodes();
+          const auto want = driver_view();
+          std::ostringstream out;
+          out << "driver:";
+          for (const auto& m : want) out << " " << m;
+          bool same = want.size() == nodes_.size() + 1;
+          for (node_slot& s : nodes_) {
+            const auto v =
+                s.ready ? node_view(s, std::chrono::seconds(2)) : std::vector<std::string>{};
+            out << "; " << s.name << (s.ready ? ":" : " (not ready):");
+            for (const auto& m : v) out << " " << m;
+            same = same && s.ready && v == want;
+          }
+          why = out.str();
+          return same;
+        },
+        bound);
+  }
+
   // ---- the end ----
 
   // Stops the traffic and the driver, waits until every node is back, stops each with SIGTERM
@@ -568,6 +711,7 @@ class fault_cluster {
     if (driver_) {
       EXPECT_TRUE(driver_->stop());
     }
+    left_sub_.reset();  // before the system it is subscribed to
     driver_.reset();
     EXPECT_TRUE(akt::test::eventually([&] { return poll_nodes(); }, k_start_bound))
         << "a restarted node did not join";
@@ -606,6 +750,10 @@ class fault_cluster {
     EXPECT_EQ(r.pauses, static_cast<std::size_t>(pauses_));
     EXPECT_EQ(r.partitions, static_cast<std::size_t>(partitions_));
     EXPECT_EQ(r.heals, static_cast<std::size_t>(heals_));
+    EXPECT_EQ(r.etcd_kills, static_cast<std::size_t>(etcd_kills_));
+    EXPECT_EQ(r.etcd_leader_kills, static_cast<std::size_t>(etcd_leader_kills_));
+    EXPECT_EQ(r.etcd_restarts, static_cast<std::size_t>(etcd_restarts_));
+    EXPECT_EQ(r.compactions, static_cast<std::size_t>(compactions_));
     EXPECT_GT(r.ok, 0u);
     EXPECT_GT(r.handler_starts, 0u);
     EXPECT_TRUE(r.violations_a.empty()) << r.summary();
@@ -634,7 +782,7 @@ class fault_cluster {
   // another), --advertise the peer_proxy, which forwards there.
   std::vector<std::string> proxied_args(node_slot& s, std::vector<std::string> argv) {
     if (!opt_.proxied) return argv;
-    const std::string ep = etcd_->endpoint();
+    const std::string ep = etcd_->endpoints().front();  // partitions run on one etcd member
     if (!s.etcd_proxy) {
       s.etcd_proxy = std::make_unique<akt::testkit::tcp_proxy>(
           "127.0.0.1", static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1))));
@@ -664,7 +812,7 @@ class fault_cluster {
     cc.cluster_name = cluster_;
     cc.node_name = "driver";
     akt::etcd::etcd_options eo;
-    eo.endpoints = {etcd_->endpoint()};
+    eo.endpoints = etcd_->endpoints();
     eo.call_timeout = 1000ms;
     cc.store = akt::etcd::provider(eo);
     cc.lease_ttl = 2s;
@@ -675,6 +823,12 @@ class fault_cluster {
       ADD_FAILURE() << "the driver did not start";
       return false;
     }
+    left_sub_ = driver_->events().subscribe<akt::cluster::node_left>(
+        [this](const akt::cluster::node_left& e) {
+          const std::int64_t now = monotonic_ns();
+          std::lock_guard<std::mutex> lock(left_mutex_);
+          left_.emplace_back(e.node.name, now);
+        });
     if (!akt::test::eventually(
             [&] { return akt::cluster::members(*driver_).size() == nodes_.size() + 1; },
             std::chrono::duration_cast<std::chrono::milliseconds>(k_start_bound))) {
@@ -682,6 +836,13 @@ class fault_cluster {
       return false;
     }
     return true;
+  }
+
+  // Every etcd member's endpoint, comma-separated (akt_fault_node's --etcd).
+  std::string etcd_endpoint_list() const {
+    std::string list;
+    for (const auto& e : etcd_->endpoints()) list += (list.empty() ? "" : ",") + e;
+    return list;
   }
 
   void stop_traffic() {
@@ -740,10 +901,11 @@ class fault_cluster {
   const unsigned seed_;
   std::mt19937 rng_;
   bool skipped_ = false;
-  std::unique_ptr<akt::test::etcd_process> etcd_;
+  std::unique_ptr<akt::test::etcd_cluster> etcd_;
   std::filesystem::path dir_;
   std::string cluster_;
   int faults_fd_ = -1, calls_fd_ = -1;
+  int etcd_fd_ = -1;  // etcd.log: the etcd faults (M, N, Z lines)
   std::vector<node_slot> nodes_;
   std::unique_ptr<akt::actor_system> driver_;
   std::vector<std::thread> traffic_;
@@ -754,8 +916,14 @@ class fault_cluster {
   int kills_ = 0, terms_ = 0, pauses_ = 0;
   int stalls_ = 0;
   int partitions_ = 0, heals_ = 0;
+  int etcd_kills_ = 0, etcd_leader_kills_ = 0, etcd_restarts_ = 0, compactions_ = 0;
   std::vector<std::string> rss_;  // per node, then the driver
   int same_name_restarts_ = 0;
+  // The driver's node_left events (name, CLOCK_MONOTONIC ns): the callback runs on the driver's
+  // threads, the test's thread reads (driver_saw_leave). Declared after driver_: destroyed first.
+  std::mutex left_mutex_;
+  std::vector<std::pair<std::string, std::int64_t>> left_;  // guarded by left_mutex_
+  akt::subscription left_sub_;
   // Last: destroyed first, before etcd (its watch ends with the connection).
   lease_watcher leases_;
 };

@@ -60,7 +60,7 @@ class lease_watcher final : public akt::cluster::watch_handler {
 
   // Connects to etcd at endpoint, reads the members of `cluster` (writing a put line for each),
   // and watches from there on. "" or why it could not.
-  std::string start(const std::string& endpoint, const std::string& cluster,
+  std::string start(const std::vector<std::string>& endpoints, const std::string& cluster,
                     const std::filesystem::path& log) {
     using namespace std::chrono_literals;
     fd_ = open_append(log);
@@ -69,7 +69,7 @@ class lease_watcher final : public akt::cluster::watch_handler {
     members_ = members_prefix(cluster);
     grains_ = prefix_ + "grains/";
     akt::etcd::etcd_options eo;
-    eo.endpoints = {endpoint};
+    eo.endpoints = endpoints;  // every member: the watch outlives the loss of one
     eo.call_timeout = 1000ms;
     eo.connect_wait = 10000ms;
     auto st = akt::etcd::connect(eo);

@@ -1,8 +1,8 @@
 // akt_fault_node: one cluster node in a process of its own, for the fault harness (issue 20,
 // tests/faults/kill_nine_test.cpp).
 //
-//   akt_fault_node --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]
-//                  [--port PORT] [--old-process-gone 0|1] [--advertise HOST:PORT]
+//   akt_fault_node --etcd HOST:PORT[,HOST:PORT...] --cluster NAME --node NAME --dir DIR
+//                  [--ttl SECONDS] [--port PORT] [--old-process-gone 0|1] [--advertise HOST:PORT]
 //
 // --port: remoting listens on that port (0, the default: any free one); a node started again
 // under its name and address (issue 20, "restart under the same name") binds its
@@ -26,6 +26,10 @@
 //
 //   READY <akt://node@127.0.0.1:port>
 //
+// On SIGWINCH it prints its member view, the members it sees sorted by name with their epochs:
+//
+//   VIEW driver:7587... n0:7587... n1:...
+//
 // and runs until its stdin closes or it gets SIGTERM (or SIGINT); then it stops its system,
 // prints "STOPPED" and exits 0 (1 for bad arguments or a failed start, 2 for a failed stop).
 // A kill -9 is the point of the harness: nothing here depends on a clean exit.
@@ -48,6 +52,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -349,9 +354,28 @@ void wait_for_the_end(int signals, staller& stall) {
   }
 }
 
+// Prints the node's member view (a VIEW line) each time SIGWINCH arrives on `views` (a
+// signalfd), until `stop`; polls it every 100 ms so that it notices the stop.
+void report_views(akt::actor_system& sys, int views, const std::atomic<bool>& stop) {
+  while (!stop.load(std::memory_order_acquire)) {
+    pollfd p{views, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1 || (p.revents & POLLIN) == 0) continue;
+    signalfd_siginfo info{};
+    if (::read(views, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+    std::vector<std::string> seen;
+    for (const auto& m : akt::cluster::members(sys))
+      seen.push_back(m.name + ":" + std::to_string(m.epoch));
+    std::sort(seen.begin(), seen.end());
+    std::string line = "VIEW";
+    for (const auto& s : seen) line += " " + s;
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 int usage(const char* self) {
   std::fprintf(stderr,
-               "usage: %s --etcd HOST:PORT --cluster NAME --node NAME --dir DIR [--ttl SECONDS]\n"
+               "usage: %s --etcd HOST:PORT[,HOST:PORT...] --cluster NAME --node NAME --dir DIR "
+               "[--ttl SECONDS]\n"
                "       [--port PORT] [--old-process-gone 0|1] [--advertise HOST:PORT]\n",
                self);
   return 1;
@@ -410,6 +434,12 @@ int main(int argc, char** argv) {
   if (pthread_sigmask(SIG_BLOCK, &mask, nullptr) != 0) return 1;
   const int signals = ::signalfd(-1, &mask, SFD_CLOEXEC);
   if (signals < 0) return 1;
+  sigset_t view_mask;  // SIGWINCH: print the member view (report_views)
+  sigemptyset(&view_mask);
+  sigaddset(&view_mask, SIGWINCH);
+  if (pthread_sigmask(SIG_BLOCK, &view_mask, nullptr) != 0) return 1;
+  const int views = ::signalfd(-1, &view_mask, SFD_CLOEXEC);
+  if (views < 0) return 1;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   std::error_code ec;
@@ -438,7 +468,12 @@ int main(int argc, char** argv) {
   cc.cluster_name = cluster;
   cc.node_name = node;
   akt::etcd::etcd_options eo;
-  eo.endpoints = {endpoint};
+  // --etcd may list several members, comma-separated (a 3-member etcd): the store fails over.
+  for (std::size_t begin = 0; begin <= endpoint.size();) {
+    const std::size_t end = std::min(endpoint.find(',', begin), endpoint.size());
+    if (end > begin) eo.endpoints.push_back(endpoint.substr(begin, end - begin));
+    begin = end + 1;
+  }
   eo.call_timeout = 1000ms;
   eo.connect_wait = 10000ms;
   cc.store = akt::etcd::provider(eo);
@@ -480,12 +515,17 @@ int main(int argc, char** argv) {
   }
   std::printf("READY %s\n", sys.address().c_str());
 
+  std::atomic<bool> views_stop{false};
+  std::thread view_reporter([&] { report_views(sys, views, views_stop); });
   staller stall(sys, node);
   {
     membership_watcher watcher(sys);
     wait_for_the_end(signals, stall);
   }
   stall.release();  // a stalled node stops too: its workers must finish their handlers
+  views_stop.store(true, std::memory_order_release);
+  view_reporter.join();
+  ::close(views);
   auto stopped = sys.stop();
   ::close(signals);
   if (!stopped) {

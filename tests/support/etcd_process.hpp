@@ -7,7 +7,8 @@
 // gets SIGKILL when the thread that started it ends, so a crashed test leaves no etcd running.
 // The etcd binary is $AKT_ETCD, else AKT_ETCD_PATH (a definition CMake may set), else `etcd` on
 // $PATH; etcdctl likewise ($AKT_ETCDCTL, AKT_ETCDCTL_PATH, $PATH). etcd_binary() is empty when
-// there is none (a test then skips).
+// there is none (a test then skips). A member killed with SIGKILL can be started again with its
+// ports and data dir (etcd_cluster::restart), as a crashed etcd is restarted in production.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -231,30 +232,10 @@ class etcd_cluster {
     const std::string token = "akt-test-" + std::to_string(::getpid()) + "-" +
                               std::to_string(members_.front().client_port);
     try {
-      for (auto& m : members_) {
-        m.pid = etcd_detail::spawn({bin,
-                                    "--name",
-                                    m.name,
-                                    "--data-dir",
-                                    (m.dir / "data").string(),
-                                    "--listen-client-urls",
-                                    m.client_url(),
-                                    "--advertise-client-urls",
-                                    m.client_url(),
-                                    "--listen-peer-urls",
-                                    m.peer_url(),
-                                    "--initial-advertise-peer-urls",
-                                    m.peer_url(),
-                                    "--initial-cluster",
-                                    initial,
-                                    "--initial-cluster-state",
-                                    "new",
-                                    "--initial-cluster-token",
-                                    token,
-                                    "--log-level",
-                                    "warn"},
-                                   (m.dir / "etcd.log").string());
-      }
+      initial_ = initial;
+      token_ = token;
+      for (auto& m : members_)
+        m.pid = etcd_detail::spawn(argv_of(m), (m.dir / "etcd.log").string());
       const auto deadline = std::chrono::steady_clock::now() + wait;
       for (auto& m : members_) {
         bool exited = false;
@@ -307,6 +288,61 @@ class etcd_cluster {
         wait);
     return found;
   }
+  // Starts member i again (after kill()) with its name, ports and data dir, so it rejoins the
+  // cluster with what it had written; waits up to `wait` until it answers /health (it has a
+  // leader: with a quorum it serves). False, with the end of its log in `why`, if it did not.
+  bool restart(std::size_t i, std::string& why,
+               std::chrono::milliseconds wait = std::chrono::seconds(30)) {
+    etcd_member& m = members_.at(i);
+    if (m.running()) return true;
+    m.pid = etcd_detail::spawn(argv_of(m), (m.dir / "etcd.log").string());
+    bool exited = false;
+    const bool healthy = akt::test::eventually(
+        [&] {
+          int status = 0;
+          exited = ::waitpid(m.pid, &status, WNOHANG) == m.pid;
+          return exited || etcd_detail::healthy(m.client_port);
+        },
+        wait);
+    if (exited) m.pid = -1;
+    if (exited || !healthy) {
+      why = "etcd " + m.name + (exited ? " exited at restart: " : " not healthy in time: ") +
+            log_tail(m);
+      return false;
+    }
+    return true;
+  }
+  // Runs etcdctl like etcdctl() and returns what it printed (stdout and stderr), or "" when it
+  // did not exit 0.
+  std::string etcdctl_output(const std::vector<std::string>& args) {
+    const auto dir = members_.front().dir.empty() ? std::filesystem::temp_directory_path()
+                                                  : members_.front().dir;
+    const auto out = dir / ("etcdctl-" + std::to_string(++etcdctl_runs_) + ".out");
+    const auto bin = etcdctl_binary();
+    if (bin.empty()) return {};
+    std::string endpoint;
+    for (const auto& m : members_) {
+      if (m.running()) {
+        endpoint = m.endpoint();
+        break;
+      }
+    }
+    std::vector<std::string> argv{bin, "--endpoints=" + endpoint, "--command-timeout=10s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_t pid = etcd_detail::spawn(argv, out.string());
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::string text;
+    if (FILE* f = std::fopen(out.c_str(), "r")) {
+      char buf[4096];
+      std::size_t n = 0;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+      std::fclose(f);
+    }
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? text : std::string();
+  }
   // SIGKILLs every member and removes the data dirs. Safe to repeat.
   void stop() {
     for (auto& m : members_) m.kill();
@@ -351,7 +387,35 @@ class etcd_cluster {
     return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
   }
 
+  // The command line of member m (the same at its first start and at a restart: with a data
+  // dir that holds a WAL, etcd ignores the --initial-cluster flags and rejoins as it was).
+  std::vector<std::string> argv_of(const etcd_member& m) const {
+    return {etcd_binary(),
+            "--name",
+            m.name,
+            "--data-dir",
+            (m.dir / "data").string(),
+            "--listen-client-urls",
+            m.client_url(),
+            "--advertise-client-urls",
+            m.client_url(),
+            "--listen-peer-urls",
+            m.peer_url(),
+            "--initial-advertise-peer-urls",
+            m.peer_url(),
+            "--initial-cluster",
+            initial_,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            token_,
+            "--log-level",
+            "warn"};
+  }
+
   std::vector<etcd_member> members_;
+  std::string initial_, token_;
+  int etcdctl_runs_ = 0;
 };
 
 // One etcd member (the common case).

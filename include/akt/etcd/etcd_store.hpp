@@ -26,7 +26,8 @@ struct etcd_options {
   std::vector<std::string> endpoints;
   // How long one store call may take before it completes with cluster_registry_timeout.
   std::chrono::milliseconds call_timeout = cluster::store_defaults::call_timeout;
-  // How long connect() waits for an endpoint to answer before cluster_unavailable.
+  // How long connect() waits for an endpoint to answer before cluster_unavailable (a member that
+  // answers "unavailable", e.g. during an election, is asked again meanwhile).
   std::chrono::milliseconds connect_wait{5000};
 };
 
