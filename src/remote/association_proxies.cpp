@@ -35,7 +35,10 @@ pid association::proxy(std::uint64_t uid, std::string_view path) {
   auto* cell = new remote_cell(node_.core(), address, shared_from_this(), uid,
                                incarnation_.load(std::memory_order_relaxed));
   pid p = akt::detail::share_pid(cell);  // a new cell holds no reference yet
-  proxies_.emplace(uid, p);
+  // Not cached once shut_down cleared the cache: a cached proxy holds this association, which
+  // holds the cache, so an entry made after the clear would keep both (and the system's core
+  // they reach) alive past the node's end.
+  if (!closing_) proxies_.emplace(uid, p);
   return p;
 }
 
@@ -54,7 +57,7 @@ pid association::grain_proxy(std::string_view identity, std::int64_t claim_token
   std::string address = "akt://" + system_ + "@" + key_ + "/grain/" + std::string(identity);
   auto* cell = new remote_cell(node_.core(), address, shared_from_this(), identity, claim_token);
   pid p = akt::detail::share_pid(cell);  // a new cell holds no reference yet
-  grain_proxies_.emplace(std::string(identity), p);
+  if (!closing_) grain_proxies_.emplace(std::string(identity), p);  // as in proxy()
   return p;
 }
 
