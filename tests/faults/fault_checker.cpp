@@ -324,74 +324,73 @@ check_report check_evidence(const fs::path& dir) {
     }
   }
 
-  // ---- (a) after a pause: no handler on an old claim, and a new epoch ----
-  for (const pause& p : pauses) {
-    if (p.cont_ns < 0) continue;
+  // ---- (a) after a process came back: a pause's SIGCONT, a stall's release, a heal ----
+  // Every handler it starts afterwards is on a claim activated after the fault began (never an
+  // old one) and carries an epoch greater than every epoch its handlers carried before (it
+  // fenced itself and joined again). `old_claim` and `returned` name the fault in the two
+  // violations' texts, `fault_text` says when it was. Returns whether another process had claimed
+  // h's grain meanwhile.
+  auto describe = [&](const handler_start& h) {
+    return h.grain + " token " + std::to_string(h.token) + " epoch " + std::to_string(h.epoch) +
+           " on " + h.node + " (pid " + std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
+  };
+  auto epoch_before = [&](long long pid, std::int64_t fault_ns) {
     long long old_epoch = -1;
     for (const handler_start& h : starts)
-      if (h.pid == p.pid && h.ns < p.stop_ns) old_epoch = std::max(old_epoch, h.epoch);
+      if (h.pid == pid && h.ns < fault_ns) old_epoch = std::max(old_epoch, h.epoch);
+    return old_epoch;
+  };
+  auto check_came_back = [&](const handler_start& h, std::int64_t fault_ns, long long old_epoch,
+                             const std::string& old_claim, const std::string& returned,
+                             const std::string& fault_text) {
+    const auto it = acts.find({h.grain, h.token, h.node, h.pid});
+    if (it != acts.end() && it->second.first_ns < fault_ns) {
+      r.violations_a.push_back("(a) " + describe(h) +
+                               ": a handler on a claim activated before the " + old_claim + " (" +
+                               fault_text + ")");
+    }
+    bool reclaimed = false;
+    for (const activation* other : by_grain[h.grain]) {
+      if (other->pid != h.pid && other->first_ns >= fault_ns && other->first_ns <= h.ns)
+        reclaimed = true;
+    }
+    if (h.epoch <= old_epoch) {
+      r.violations_a.push_back("(a) " + describe(h) + ": not a new epoch " + returned + " (" +
+                               fault_text + "; epoch before it " + std::to_string(old_epoch) +
+                               (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
+    }
+    return reclaimed;
+  };
+
+  for (const pause& p : pauses) {
+    if (p.cont_ns < 0) continue;
+    const long long old_epoch = epoch_before(p.pid, p.stop_ns);
+    const std::string pause_text = "paused " + ms(p.stop_ns) + " to " + ms(p.cont_ns);
     for (const handler_start& h : starts) {
       if (h.pid != p.pid || h.ns <= p.cont_ns) continue;
       ++r.after_resume_starts;
-      const auto it = acts.find({h.grain, h.token, h.node, h.pid});
-      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
-                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
-                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
-      const std::string pause_text = "paused " + ms(p.stop_ns) + " to " + ms(p.cont_ns);
-      if (it != acts.end() && it->second.first_ns < p.stop_ns) {
-        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
-                                 "pause, after SIGCONT (" + pause_text + ")");
-      }
-      bool reclaimed = false;
-      for (const activation* other : by_grain[h.grain]) {
-        if (other->pid != h.pid && other->first_ns >= p.stop_ns && other->first_ns <= h.ns)
-          reclaimed = true;
-      }
-      if (reclaimed) ++r.after_resume_reclaimed;
-      if (h.epoch <= old_epoch) {
-        r.violations_a.push_back(
-            "(a) " + what + ": not a new epoch after SIGCONT (" + pause_text +
-            "; epoch before it " + std::to_string(old_epoch) +
-            (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
-      }
+      if (check_came_back(h, p.stop_ns, old_epoch, "pause, after SIGCONT", "after SIGCONT",
+                          pause_text))
+        ++r.after_resume_reclaimed;
     }
   }
 
-  // ---- (a) after a stall: no handler on an old claim, and a new epoch; none during it ----
+  // A stall besides: no handler at all while every worker was stuck.
   for (const pause& p : stalls) {
     const std::string stall_text =
         "stalled " + ms(p.stop_ns) + " to " + (p.cont_ns < 0 ? "the end" : ms(p.cont_ns));
-    long long old_epoch = -1;
-    for (const handler_start& h : starts)
-      if (h.pid == p.pid && h.ns < p.stop_ns) old_epoch = std::max(old_epoch, h.epoch);
+    const long long old_epoch = epoch_before(p.pid, p.stop_ns);
     for (const handler_start& h : starts) {
       if (h.pid != p.pid || h.ns <= p.stop_ns) continue;
-      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
-                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
-                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
       if (p.cont_ns < 0 || h.ns <= p.cont_ns) {
-        r.stall_leaks.push_back(what + ": a handler while every worker was stuck (" + stall_text +
-                                ")");
+        r.stall_leaks.push_back(describe(h) + ": a handler while every worker was stuck (" +
+                                stall_text + ")");
         continue;
       }
       ++r.after_release_starts;
-      const auto it = acts.find({h.grain, h.token, h.node, h.pid});
-      if (it != acts.end() && it->second.first_ns < p.stop_ns) {
-        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
-                                 "stall, after its release (" + stall_text + ")");
-      }
-      bool reclaimed = false;
-      for (const activation* other : by_grain[h.grain]) {
-        if (other->pid != h.pid && other->first_ns >= p.stop_ns && other->first_ns <= h.ns)
-          reclaimed = true;
-      }
-      if (reclaimed) ++r.after_release_reclaimed;
-      if (h.epoch <= old_epoch) {
-        r.violations_a.push_back(
-            "(a) " + what + ": not a new epoch after the stall's release (" + stall_text +
-            "; epoch before it " + std::to_string(old_epoch) +
-            (reclaimed ? "; the grain was claimed elsewhere meanwhile)" : ")"));
-      }
+      if (check_came_back(h, p.stop_ns, old_epoch, "stall, after its release",
+                          "after the stall's release", stall_text))
+        ++r.after_release_reclaimed;
     }
   }
 
@@ -504,9 +503,7 @@ check_report check_evidence(const fs::path& dir) {
     const std::string cut_text =
         "cut " + ms(p.cut.ns) + " (TTL " + ms(p.ttl_ns) + "), " +
         (p.heal_ns < 0 ? std::string("never healed") : "healed " + ms(p.heal_ns));
-    long long old_epoch = -1;
-    for (const handler_start& h : starts)
-      if (h.pid == p.cut.pid && h.ns < p.cut.ns) old_epoch = std::max(old_epoch, h.epoch);
+    const long long old_epoch = epoch_before(p.cut.pid, p.cut.ns);
     std::int64_t first_new_ns = -1, last_served_ns = -1;
     for (const handler_start& h : starts) {
       if (h.pid == p.cut.pid && h.ns > p.cut.ns && h.ns <= heal_ns)
@@ -516,27 +513,17 @@ check_report check_evidence(const fs::path& dir) {
       r.served_after_cut_ms.push_back(static_cast<double>(last_served_ns - p.cut.ns) / 1e6);
     for (const handler_start& h : starts) {
       if (h.pid != p.cut.pid || h.ns <= fenced_ns) continue;
-      const std::string what = h.grain + " token " + std::to_string(h.token) + " epoch " +
-                               std::to_string(h.epoch) + " on " + h.node + " (pid " +
-                               std::to_string(h.pid) + ") " + h.event + " at " + ms(h.ns);
       if (h.ns <= heal_ns) {
-        r.violations_a.push_back("(a) " + what + ": a handler while partitioned, past the lease (" +
-                                 cut_text + ")");
+        r.violations_a.push_back("(a) " + describe(h) +
+                                 ": a handler while partitioned, past the lease (" + cut_text +
+                                 ")");
         continue;
       }
       ++r.after_heal_starts;
       if (heal_ns - p.cut.ns <= p.ttl_ns) continue;  // a short cut: the lease may have held
-      if (const auto it = acts.find({h.grain, h.token, h.node, h.pid});
-          it != acts.end() && it->second.first_ns < p.cut.ns) {
-        r.violations_a.push_back("(a) " + what + ": a handler on a claim activated before the " +
-                                 "partition, after it (" + cut_text + ")");
-      }
-      if (h.epoch <= old_epoch) {
-        r.violations_a.push_back("(a) " + what + ": not a new epoch after the partition (" +
-                                 cut_text + "; epoch before it " + std::to_string(old_epoch) + ")");
-      } else if (first_new_ns < 0 || h.ns < first_new_ns) {
-        first_new_ns = h.ns;
-      }
+      (void)check_came_back(h, p.cut.ns, old_epoch, "partition, after it", "after the partition",
+                            cut_text);
+      if (h.epoch > old_epoch && (first_new_ns < 0 || h.ns < first_new_ns)) first_new_ns = h.ns;
     }
     if (p.heal_ns < 0) continue;
     if (first_new_ns >= 0) {
