@@ -64,10 +64,7 @@ TEST(Faults, EtcdMemberLossLosesNothing) {
                             std::to_string(down.count()) + " ms in turn, for " +
                             std::to_string(length.count()) + " s",
                    .etcd_members = k_members});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   const auto end = fault_cluster::clock::now() + length;
@@ -113,10 +110,7 @@ TEST(Faults, EtcdLeaderLossFailoverIsBounded) {
   fault_cluster c({.title = "etcd leader and a node killed together (3 members), " +
                             std::to_string(reps) + " times",
                    .etcd_members = k_members});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   // One round: wait until every node is ready and the traffic settled, kill the leader and a

@@ -74,6 +74,17 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include "support/etcd_process.hpp"
 #include "support/test_support.hpp"
 
+// Starts a fault test's cluster, or ends the test there: skipped when etcd is not installed,
+// failed when the cluster did not start (start() reported why). In the test's body only (it
+// returns from it).
+#define AKT_FAULTS_START_OR_END(cluster)                                                  \
+  do {                                                                                    \
+    if (!(cluster).start()) {                                                             \
+      if ((cluster).skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)"; \
+      return;                                                                             \
+    }                                                                                     \
+  } while (false)
+
 namespace akt::faults {
 
 inline long env_or(const char* name, long fallback) {

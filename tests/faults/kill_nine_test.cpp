@@ -33,10 +33,7 @@ TEST(Faults, KillNineUnderTraffic) {
   fault_cluster c({.title = "kill -9 under traffic, a kill every " +
                             std::to_string(kill_every.count()) + " ms for " +
                             std::to_string(run_for.count()) + " s"});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   const char* spare_name = std::getenv("AKT_FAULTS_SPARE");
   const akt::faults::node_slot* spare = nullptr;
   for (const akt::faults::node_slot& s : c.nodes())

@@ -48,10 +48,7 @@ TEST(Faults, PartitionedNodeStopsServingWithinTheTtlAndServesAfterHealing) {
                             std::to_string(cut_for.count()) + " ms, partitions for " +
                             std::to_string(length.count()) + " s",
                    .proxied = true});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   enum class phase { settle, cut, rejoining };

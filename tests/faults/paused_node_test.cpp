@@ -32,10 +32,7 @@ TEST(Faults, PausedNodeStartsNoHandlerOnItsOldClaims) {
   fault_cluster c({.title = "paused node under traffic, SIGSTOP for " +
                             std::to_string(pause_for.count()) + " ms, pauses for " +
                             std::to_string(length.count()) + " s"});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   const auto end = fault_cluster::clock::now() + length;

@@ -29,10 +29,7 @@ TEST(Faults, RollingRestartLosesNothing) {
   const auto length = std::chrono::seconds(env_or("AKT_FAULTS_SECONDS", 40));
   fault_cluster c({.title = "rolling restart under traffic, rounds for " +
                             std::to_string(length.count()) + " s"});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   const std::size_t n = c.nodes().size();

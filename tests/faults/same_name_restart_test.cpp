@@ -105,10 +105,7 @@ TEST(Faults, RestartUnderTheSameNameNeverServesTheOldClaims) {
   fault_cluster c({.title = "restart under the same name and address, for " +
                             std::to_string(length.count()) + " s",
                    .fixed_ports = true});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   std::vector<restart> restarts;

@@ -63,10 +63,7 @@ TEST(Faults, StalledNodeFencesItselfAndStartsNoHandlerOnItsOldClaims) {
   fault_cluster c({.title = "stalled node under traffic, every worker stuck for " +
                             std::to_string(stall_for.count()) + " ms, stalls for " +
                             std::to_string(length.count()) + " s"});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   enum class phase { idle, stalled, rejoining };

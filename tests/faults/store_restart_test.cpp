@@ -41,10 +41,7 @@ TEST(Faults, StoreRestartAndCompactionServeNothingTwice) {
   fault_cluster c({.title = "etcd restarted (1 s and 3 s outages) and compacted under traffic, "
                             "for " +
                             std::to_string(length.count()) + " s"});
-  if (!c.start()) {
-    if (c.skipped()) GTEST_SKIP() << "etcd is not installed (scripts/deps.sh)";
-    return;
-  }
+  AKT_FAULTS_START_OR_END(c);
   c.start_traffic();
 
   const auto end = fault_cluster::clock::now() + length;

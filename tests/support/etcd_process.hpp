@@ -315,23 +315,10 @@ class etcd_cluster {
   // Runs etcdctl like etcdctl() and returns what it printed (stdout and stderr), or "" when it
   // did not exit 0.
   std::string etcdctl_output(const std::vector<std::string>& args) {
-    const auto dir = members_.front().dir.empty() ? std::filesystem::temp_directory_path()
-                                                  : members_.front().dir;
-    const auto out = dir / ("etcdctl-" + std::to_string(++etcdctl_runs_) + ".out");
-    const auto bin = etcdctl_binary();
-    if (bin.empty()) return {};
-    std::string endpoint;
-    for (const auto& m : members_) {
-      if (m.running()) {
-        endpoint = m.endpoint();
-        break;
-      }
-    }
-    std::vector<std::string> argv{bin, "--endpoints=" + endpoint, "--command-timeout=10s"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_t pid = etcd_detail::spawn(argv, out.string());
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    const auto out = work_dir() / ("etcdctl-" + std::to_string(++etcdctl_runs_) + ".out");
+    std::vector<std::string> argv = etcdctl_argv(args);
+    if (argv.empty()) return {};
+    const int status = run_etcdctl(argv, out);
     std::string text;
     if (FILE* f = std::fopen(out.c_str(), "r")) {
       char buf[4096];
@@ -341,7 +328,7 @@ class etcd_cluster {
     }
     std::error_code ec;
     std::filesystem::remove(out, ec);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? text : std::string();
+    return status == 0 ? text : std::string();
   }
   // SIGKILLs every member and removes the data dirs. Safe to repeat.
   void stop() {
@@ -355,8 +342,20 @@ class etcd_cluster {
   // Runs etcdctl (its v3 API, the default from etcd 3.4 on) against the first running member; its
   // exit status (-1: not run).
   int etcdctl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = etcdctl_argv(args);
+    return argv.empty() ? -1 : run_etcdctl(argv, work_dir() / "etcdctl.log");
+  }
+
+ private:
+  // Where etcdctl's output goes: the first member's data dir, or the temporary directory.
+  std::filesystem::path work_dir() const {
+    return members_.front().dir.empty() ? std::filesystem::temp_directory_path()
+                                        : members_.front().dir;
+  }
+  // etcdctl's command line against the first running member; empty when etcdctl is missing.
+  std::vector<std::string> etcdctl_argv(const std::vector<std::string>& args) const {
     const auto bin = etcdctl_binary();
-    if (bin.empty()) return -1;
+    if (bin.empty()) return {};
     std::string endpoint;
     for (const auto& m : members_) {
       if (m.running()) {
@@ -366,16 +365,16 @@ class etcd_cluster {
     }
     std::vector<std::string> argv{bin, "--endpoints=" + endpoint, "--command-timeout=10s"};
     argv.insert(argv.end(), args.begin(), args.end());
-    const auto log = (members_.front().dir.empty() ? std::filesystem::temp_directory_path()
-                                                   : members_.front().dir) /
-                     "etcdctl.log";
-    pid_t pid = etcd_detail::spawn(argv, log.string());
+    return argv;
+  }
+  // Runs it with its output to `out`; its exit status (-1: it did not exit).
+  static int run_etcdctl(const std::vector<std::string>& argv, const std::filesystem::path& out) {
+    pid_t pid = etcd_detail::spawn(argv, out.string());
     int status = 0;
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
- private:
   static std::string log_tail(const etcd_member& m) {
     std::string text;
     if (FILE* f = std::fopen((m.dir / "etcd.log").c_str(), "r")) {
