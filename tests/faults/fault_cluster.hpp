@@ -201,6 +201,9 @@ class fault_cluster {
     // etcd members (1, or 3 for the member-loss faults); nodes and the driver get every
     // member's endpoint, and the store fails over between them.
     int etcd_members = 1;
+    // The driver's own lease TTL (the nodes' is 2 s). The driver is the test's client, not under
+    // test; a test that loses etcd's leader gives it a longer one (below).
+    std::chrono::seconds driver_lease_ttl{2};
   };
 
   explicit fault_cluster(options o)
@@ -826,7 +829,7 @@ class fault_cluster {
     eo.endpoints = etcd_->endpoints();
     eo.call_timeout = 1000ms;
     cc.store = akt::etcd::provider(eo);
-    cc.lease_ttl = 2s;
+    cc.lease_ttl = opt_.driver_lease_ttl;
     cc.fence_margin = 300ms;
     cfg.cluster = cc;  // grain_kinds empty: every grain is claimed for, and runs on, a node
     driver_ = std::make_unique<akt::actor_system>("driver", cfg);

@@ -12,8 +12,9 @@
 //
 // Its lease expires in etcd while it is cut off, so the others claim its grains; it must fence
 // itself within its lease (no handler from cut + TTL until the heal), and after the heal rejoin
-// under a new epoch, start no handler on its old claims, and serve again: the grains of the next
-// partitioned node are claimed round-robin among the others, the healed one included. The
+// under a new epoch, start no handler on its old claims, and serve again once grains move to it
+// (the grains of the next partitioned node are claimed among the others, the healed one
+// included). The
 // checker (fault_checker.hpp) proves (a), (b), (d) and those rules, and measures the failover
 // from each cut and the time from each heal to the node's first handler on its new epoch.
 //
@@ -114,9 +115,12 @@ TEST(Faults, PartitionedNodeStopsServingWithinTheTtlAndServesAfterHealing) {
   // An etcd-only cut leaves the node reachable: requests reached it after the cut (and the
   // checker proved that none started a handler past cut + TTL).
   EXPECT_FALSE(r.served_after_cut_ms.empty()) << "no request reached a node cut from etcd only";
-  // Every heal but the last is followed by another node's partition, whose grains are claimed
-  // round-robin among the others, the healed node included: it must serve again.
-  EXPECT_GE(r.heal_to_serving_ms.size() + 1, r.heals) << r.summary();
+  // After a heal the node serves again once grains move to it: the next partition's grains are
+  // claimed among the others, the healed node included. Not after every heal: the next victim
+  // may hold no grain (nothing moves), or round robin may give the few that move to the others
+  // (one run in 20 showed 3 of 5 heals followed by handlers of the healed node). Every heal is
+  // followed by a rejoin (above); at least one by serving, proven from the handler lines.
+  EXPECT_GE(r.heal_to_serving_ms.size(), 1u) << r.summary();
   std::printf(
       "partition: %d partitions (every other one etcd only); rejoined (driver's membership, new "
       "epoch) p50 %.0f ms, max "

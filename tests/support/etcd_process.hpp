@@ -388,7 +388,21 @@ class etcd_cluster {
 
   // The command line of member m (the same at its first start and at a restart: with a data
   // dir that holds a WAL, etcd ignores the --initial-cluster flags and rejoins as it was).
+  //
+  // AKT_ETCD_ELECTION_MS (unset: etcd's own 1000 ms, heartbeat 100 ms): etcd's election timeout,
+  // with a heartbeat of a tenth of it. After its leader is lost, a 3-member etcd elects another
+  // within one to two election timeouts and extends every lease by one more: what the fault
+  // tests' leader-loss failover measures (docs/reliability.md).
   std::vector<std::string> argv_of(const etcd_member& m) const {
+    std::vector<std::string> argv = argv_defaults_of(m);
+    if (const char* e = std::getenv("AKT_ETCD_ELECTION_MS"); e != nullptr && *e != 0) {
+      const long ms = std::strtol(e, nullptr, 10);
+      argv.insert(argv.end(), {"--election-timeout", std::to_string(ms), "--heartbeat-interval",
+                               std::to_string(std::max(1L, ms / 10))});
+    }
+    return argv;
+  }
+  std::vector<std::string> argv_defaults_of(const etcd_member& m) const {
     return {etcd_binary(),
             "--name",
             m.name,
