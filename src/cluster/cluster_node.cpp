@@ -109,21 +109,23 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     rs.barrier_timeout = c.barrier_timeout;
     registry_ = std::make_shared<grain_registry>(sys_, *membership_, std::move(rs));
     names_ = std::make_shared<actor_names>(sys_, *membership_, c.cluster_name, node, address);
-    // The fence and the registry's gate before the join: remoting listens already, and a node
-    // started again under its name and address (the join waits for the old process's lease)
-    // is reached by peers that still route there. Until the join the fence says fenced (no
-    // validity yet) and the gate finds no lease, so every grain is refused; without them a
-    // grain would activate outside the registry, with no claim (fencing token 0).
-    if (!akt::detail::install_grain_fence(core_, membership_.get())) {
-      return invalid("cluster: the grain layer has a fence already");
-    }
-    if (result<void> r = registry_->start(); !r) {
+    // The join first, then the fence and the registry's gate. Remoting listens already, and a
+    // node started again under its name and address (the join waits for the old process's
+    // lease) is reached by peers that still route there: until the fence is installed the grain
+    // layer refuses every activation of a cluster node (grain_layer::fence_expected), so no
+    // grain runs outside the registry. The fence is installed only once the join succeeded: a
+    // fence installed before a join that fails would be destroyed with this node while an
+    // activation on another thread still reads it (TSan saw it: the fence was the membership).
+    if (result<void> r = membership_->join(); !r) {
       names_->close(std::chrono::steady_clock::now());
       registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
       return r;
     }
-    if (result<void> r = membership_->join(); !r) {
+    if (!akt::detail::install_grain_fence(core_, membership_.get())) {
+      return invalid("cluster: the grain layer has a fence already");
+    }
+    if (result<void> r = registry_->start(); !r) {
       names_->close(std::chrono::steady_clock::now());
       registry_->close(std::chrono::steady_clock::now());
       membership_->stop();
