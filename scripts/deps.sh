@@ -16,6 +16,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc      # akt::etcd: gRPC C++ (Debian's gRPCConfig needs the plugin)
   etcd-server etcd-client                   # the etcd store's tests and scripts/etcd.sh
   curl python3                              # scripts/etcd.sh: health check, free ports
+  libcpp-httplib-dev                        # observability: the HTTP endpoint, the OTLP exporter
+  libspdlog-dev                             # observability: the spdlog logger adapter
+  prometheus                                # observability: promtool checks /metrics in a test
+  chromium                                  # observability: the dashboard's browser test
 )
 
 missing=()
