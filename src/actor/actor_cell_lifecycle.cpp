@@ -35,8 +35,8 @@ void actor_cell::on_failure(receive_context* env, const std::exception_ptr& exce
         actor_failed{detail::share_pid(this), what,
                      env != nullptr ? std::string(env->message().type_name()) : std::string(), d});
   }
-  system_->log(log_level::warning, path_,
-               "handler failed (" + what + "): " + std::string(to_string(d)));
+  system_->log_actor(log_level::warning, path_,
+                     "handler failed (" + what + "): " + std::string(to_string(d)));
   if (sup.strategy() == supervision_strategy::one_for_all && parent_ != nullptr &&
       d != directive::escalate) {
     parent_->post_system(supervise_siblings{d, err, detail::share_pid(this)});
@@ -95,7 +95,7 @@ void actor_cell::restart(const error& reason) noexcept {
       x.restart_times.pop_front();
     }
     if (x.restart_times.size() >= sup.max_retries()) {
-      system_->log(log_level::error, path_, "restart limit reached: stopping");
+      system_->log_actor(log_level::error, path_, "restart limit reached: stopping");
       stop_now(error(
           errc::retry_limit_exceeded,
           std::to_string(sup.max_retries()) + " restarts, last failure: " + reason.message()));
@@ -153,7 +153,7 @@ void actor_cell::complete_restart() noexcept {
     try {
       instance()->post_stop(ctx);
     } catch (...) {
-      system_->log(log_level::warning, path_, "post_stop threw during a restart");
+      system_->log_actor(log_level::warning, path_, "post_stop threw during a restart");
     }
   }
   // The old instance's closures (behaviours, continuations) must not outlive it.

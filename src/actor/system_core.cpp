@@ -93,6 +93,26 @@ void system_core::complete_reply(receive_context& env, result<message> r) noexce
   }
 }
 
+void system_core::log_record_of(log_level level, std::string_view component, std::string_view actor,
+                                std::string_view text) const {
+  // The node: its address once remoting runs (what a reader of a cluster's logs tells nodes
+  // apart by), else the system's name. Logging is never on the message path: the string is
+  // fine.
+  const remote_extension* r = remote();
+  const std::string node = r != nullptr ? r->address() : std::string();
+  log_record rec;
+  rec.level = level;
+  rec.component = component;
+  rec.text = text;
+  rec.node = r != nullptr ? std::string_view(node) : std::string_view(name_);
+  rec.actor = actor;
+  try {
+    logger_->log(rec);
+  } catch (...) {
+    // A user logger threw: the event is lost, the runtime goes on (it may be logging a failure).
+  }
+}
+
 void system_core::on_actor_started() noexcept {
   live_.fetch_add(1, std::memory_order_relaxed);
   spawned_.fetch_add(1, std::memory_order_relaxed);

@@ -231,8 +231,14 @@ class system_core {
   // The system's event stream (peer events and the like are published here).
   event_stream& events() const noexcept { return *events_; }
 
+  // Logs an event of a part of the runtime (component: "remote", "shutdown", ...), or of an
+  // actor or grain (log_actor: its path or identity is both the component and the actor
+  // field). The record carries the node and, inside a traced handler, its trace id. Any thread.
   void log(log_level level, std::string_view component, std::string_view text) const {
-    if (logger_ && level >= logger_->threshold()) logger_->log(level, component, text);
+    if (logger_ && level >= logger_->threshold()) log_record_of(level, component, {}, text);
+  }
+  void log_actor(log_level level, std::string_view actor, std::string_view text) const {
+    if (logger_ && level >= logger_->threshold()) log_record_of(level, actor, actor, text);
   }
 
   // Null once the actor_system object is gone. Writer: ~actor_system (release); readers: turns
@@ -242,6 +248,8 @@ class system_core {
   const std::string name_;
   const system_config config_;
   const std::shared_ptr<logger> logger_;
+  void log_record_of(log_level level, std::string_view component, std::string_view actor,
+                     std::string_view text) const;
   const supervisor default_supervisor_;
   // Manual time only: actors ready or in a turn plus blocking-pool tasks queued or running (the
   // dispatcher and the pool count here; see their contracts); zero when the system is

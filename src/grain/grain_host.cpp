@@ -178,7 +178,7 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     }
     if (e) {
       if (for_stop) layer_of(sys).report_deactivation_failure(id.str() + ": " + e.message());
-      cell->system()->log(log_level::warning, id.str(), "on_deactivate: " + e.message());
+      cell->system()->log_actor(log_level::warning, id.str(), "on_deactivate: " + e.message());
     }
     auto& events = sys.events();
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
@@ -370,7 +370,7 @@ bool grain_host_base::run_on_receive(receive_context& ctx, actor_cell* cell, boo
   } catch (...) {
     // No supervisor for grains: the caller gets the error and the grain keeps serving.
     error e = caught("on_receive");
-    cell->system()->log(log_level::warning, cell->path(), e.message());  // path: kind/name
+    cell->system()->log_actor(log_level::warning, cell->path(), e.message());  // path: kind/name
     g.reply_error(std::move(e));
   }
   g.finish();

@@ -703,7 +703,8 @@ request_handle grain_context::request_message(const grain_identity* grain, const
       then(g, std::move(reply));
     } catch (...) {
       actor_cell* c = context_access::receiver(rc);
-      c->system()->log(log_level::warning, c->path(), caught("a request's continuation").message());
+      c->system()->log_actor(log_level::warning, c->path(),
+                             caught("a request's continuation").message());
     }
     g.finish();
   };

@@ -1,0 +1,130 @@
+// The logger's structured fields (issue 21, "Logging"): the record a logger receives names the
+// node and the actor, a logger written before the fields existed still gets every event, and
+// the spdlog adapter hands both to spdlog.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actor/actor_test_support.hpp"
+
+#if AKT_TEST_SPDLOG
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "akt/core/spdlog_logger.hpp"
+#endif
+
+namespace {
+
+using akt::log_level;
+using akt::log_record;
+using akt::test::boom;
+using akt::test::eventually;
+using akt::test::recorder;
+
+// Keeps each record's fields (copied: the views live only during the call).
+class record_logger : public akt::logger {
+ public:
+  struct kept {
+    log_level level;
+    std::string component, text, node, actor, trace_id;
+  };
+  void log(log_level, std::string_view, std::string_view) override {
+    ++three_argument_calls;  // never: the runtime calls the record form
+  }
+  void log(const log_record& r) override {
+    std::lock_guard<std::mutex> lock(mu);
+    records.push_back({r.level, std::string(r.component), std::string(r.text), std::string(r.node),
+                       std::string(r.actor), std::string(r.trace_id)});
+  }
+  std::vector<kept> snapshot() {
+    std::lock_guard<std::mutex> lock(mu);
+    return records;
+  }
+  std::atomic<int> three_argument_calls{0};
+  std::mutex mu;
+  std::vector<kept> records;
+};
+
+TEST(Observability_Logger, AnActorFailureCarriesTheNodeAndTheActorAsFields) {
+  auto log = std::make_shared<record_logger>();
+  akt::actor_system sys("fields-node", {.workers = 1, .logger = log});
+  ASSERT_TRUE(sys.start());
+  recorder::shared s;
+  auto p = sys.spawn<recorder>("noisy", &s);
+  ASSERT_TRUE(p);
+  ASSERT_FALSE(p->tell(boom{"oops"}));
+  ASSERT_TRUE(eventually([&] { return !log->snapshot().empty(); }));
+  const auto r = log->snapshot().front();
+  EXPECT_EQ(r.level, log_level::warning);
+  EXPECT_EQ(r.node, "fields-node");
+  EXPECT_EQ(r.actor, "noisy");
+  EXPECT_EQ(r.component, "noisy");
+  EXPECT_NE(r.text.find("oops"), std::string::npos) << r.text;
+  EXPECT_EQ(r.text.find("node="), std::string::npos) << "fields are not folded into the text";
+  EXPECT_TRUE(r.trace_id.empty()) << "no trace without tracing";
+  EXPECT_EQ(log->three_argument_calls.load(), 0);
+}
+
+TEST(Observability_Logger, FormatFieldsLeavesTheEmptyFieldsOut) {
+  log_record r;
+  r.text = "lost";
+  EXPECT_EQ(akt::format_fields(r), "lost");
+  r.node = "akt://n1@127.0.0.1:7000";
+  r.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  EXPECT_EQ(akt::format_fields(r),
+            "lost node=akt://n1@127.0.0.1:7000 trace_id=4bf92f3577b34da6a3ce929d0e0e4736");
+  r.actor = "user/a";
+  EXPECT_EQ(akt::format_fields(r),
+            "lost node=akt://n1@127.0.0.1:7000 actor=user/a "
+            "trace_id=4bf92f3577b34da6a3ce929d0e0e4736");
+}
+
+#if AKT_TEST_SPDLOG
+TEST(Observability_Logger, TheSpdlogAdapterWritesTheLevelTheTextAndTheFields) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  auto spd = std::make_shared<spdlog::logger>("akt-test", sink);
+  spd->set_pattern("%l|%v");
+  spd->set_level(spdlog::level::info);
+  auto adapter = std::make_shared<akt::spdlog_logger>(spd);
+  EXPECT_EQ(adapter->threshold(), log_level::info) << "the threshold is spdlog's level";
+
+  akt::actor_system sys("spd-node", {.workers = 1, .logger = adapter});
+  ASSERT_TRUE(sys.start());
+  recorder::shared s;
+  auto p = sys.spawn<recorder>("noisy", &s);
+  ASSERT_TRUE(p);
+  ASSERT_FALSE(p->tell(boom{"oops"}));
+  ASSERT_TRUE(eventually([&] {
+    spd->flush();
+    return out.str().find("oops") != std::string::npos;
+  }));
+  ASSERT_TRUE(sys.stop());
+  spd->flush();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("warning|noisy: "), std::string::npos) << text;
+  EXPECT_NE(text.find(" node=spd-node actor=noisy"), std::string::npos) << text;
+
+  // Below spdlog's level nothing is written; raising the level there silences akt at once.
+  log_record debug;
+  debug.level = log_level::debug;
+  debug.component = "test";
+  debug.text = "quiet";
+  adapter->log(debug);
+  spd->set_level(spdlog::level::err);
+  EXPECT_EQ(adapter->threshold(), log_level::error);
+  log_record warn = debug;
+  warn.level = log_level::warning;
+  warn.text = "also quiet";
+  adapter->log(warn);
+  spd->flush();
+  EXPECT_EQ(out.str().find("quiet"), std::string::npos) << out.str();
+}
+#endif
+
+}  // namespace
