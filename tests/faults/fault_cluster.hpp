@@ -818,6 +818,7 @@ class fault_cluster {
     cfg.shutdown_timeout = 10s;
     akt::remote_config rc;
     rc.heartbeat_interval = 100ms;
+    rc.heartbeat_misses = k_heartbeat_misses;
     rc.node_lost_after = 2s;
     rc.reconnect_min = 10ms;
     rc.reconnect_max = 200ms;

@@ -14,6 +14,13 @@ namespace akt::faults {
 
 // The grain kind every node process hosts ("counter" in the words).
 inline constexpr std::string_view k_counter_kind = "faults.counter";
+// Heartbeats every 100 ms; a connection that hears nothing for this many is closed as lost.
+// Ten (1 s), not the 3 of a quick detector: five ASan node processes starting or stopping on two
+// cores stall a sound connection for over 300 ms, and a rolling restart then showed one
+// connection_lost and one unreachable refusal per grain in flight, at startup, with no fault
+// injected. A killed node's sockets close at once; a paused or partitioned one is found lost
+// after 1 s of silence instead of 0.3 s, well inside the TTL-based bounds those tests check.
+inline constexpr unsigned k_heartbeat_misses = 10;
 
 // Apply message `id` (unique per grain: the driver counts 1, 2, ... per grain, never sending an
 // id twice).

@@ -460,6 +460,7 @@ int main(int argc, char** argv) {
   rc.advertised_host = advertise_host;
   rc.advertised_port = static_cast<std::uint16_t>(advertise_port);
   rc.heartbeat_interval = 100ms;
+  rc.heartbeat_misses = akt::faults::k_heartbeat_misses;
   rc.node_lost_after = 2s;
   rc.reconnect_min = 10ms;
   rc.reconnect_max = 200ms;
