@@ -76,6 +76,7 @@ result<void> actor_system::start() {
                                                   : result<void>(errc::system_shutting_down);
   }
   core_->timers_.start();
+  core_->runtime_metrics_.install();  // when config.metrics.enabled
   core_->dispatcher_.start(core_->keep_alive());
   if (core_->config_.remote) {
     detail::remote_factory make = detail::installed_remote_factory();

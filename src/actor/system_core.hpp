@@ -22,6 +22,7 @@
 #include "actor/cluster_hooks.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/remote_hooks.hpp"
+#include "actor/runtime_metrics.hpp"
 #include "actor/scheduler.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/event_stream.hpp"
@@ -263,6 +264,9 @@ class system_core {
   std::atomic<std::uint64_t> spawned_{0};
   std::atomic<std::uint64_t> dead_letters_{0};
   std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
+  // The runtime's own metrics (system_config::metrics); after everything its collector reads,
+  // so that it goes first.
+  runtime_metrics runtime_metrics_{*this};
 
  private:
   ~system_core() {

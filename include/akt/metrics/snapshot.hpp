@@ -55,7 +55,9 @@ struct snapshot {
   std::vector<family_snapshot> families;
 
   // Appends a family (collectors call this). Names follow the registry's rules (registry.hpp);
-  // a collector is trusted to use valid ones (checked by AKT_ASSERT in debug builds).
+  // a collector is trusted to use valid ones (checked by AKT_ASSERT in debug builds). The
+  // reference is valid until the next add_family (families is a vector): a collector that fills
+  // several families at once reserves room for them first (families.reserve(size() + n)).
   family_snapshot& add_family(std::string name, std::string help, metric_type type,
                               std::vector<double> bounds = {});
   // The family of that name, or null.
