@@ -31,6 +31,10 @@ namespace {
 // its exchange and its link store, usually a few instructions) before it yields the worker.
 constexpr int k_pending_link_polls = 64;
 
+// Messages until this thread times a handler (invoke_sampled); starts at 1 so that a thread's
+// first message reads the config. Writer and reader: this thread.
+thread_local std::uint32_t t_handler_sample_countdown = 1;
+
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -292,6 +296,9 @@ bool actor_cell::run_turn(unsigned budget) {
   while (done < budget) {
     if (envelope* s = sysq_.pop()) {
       auto& ctl = static_cast<receive_context&>(*s);
+      // A system message may stop the actor (finish_stop reads processed_ for the figures of
+      // stopped actors): publish this turn's count first. Rare next to user messages.
+      processed_.store(processed, std::memory_order_relaxed);
       handle_system(ctl);
       context_access::release_contents(ctl);
       ++done;
@@ -339,6 +346,8 @@ bool actor_cell::run_turn(unsigned budget) {
     // owner is the only one that destroys the instance, when the actor stops.
     if (instance() == nullptr)
       system_->dead_letter(*env, errc::dead);
+    else if (AKT_UNLIKELY(--t_handler_sample_countdown == 0))
+      invoke_sampled(*env);
     else
       invoke(*env);
     context_access::release_contents(*env);
@@ -346,6 +355,21 @@ bool actor_cell::run_turn(unsigned budget) {
   processed_.store(processed, std::memory_order_relaxed);
   yield_turn();
   return true;
+}
+
+void actor_cell::invoke_sampled(receive_context& env) noexcept {
+  runtime_metrics& m = system_->runtime_metrics_;
+  t_handler_sample_countdown = m.sample_every();  // "never" (UINT32_MAX) when metrics are off
+  if (!m.enabled() || grain_) {  // grains' handler times are the grain layer's metrics
+    invoke(env);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  invoke(env);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  m.record_handler(kind_id(), static_cast<std::uint64_t>(ns));
 }
 
 void actor_cell::invoke(receive_context& env) noexcept {

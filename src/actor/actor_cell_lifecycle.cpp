@@ -26,6 +26,7 @@ void actor_cell::report_failure(error err) noexcept { extras().reported_failure 
 void actor_cell::on_failure(receive_context* env, const std::exception_ptr& exception,
                             error err) noexcept {
   const std::string what = exception ? what_of(exception) : err.message();
+  if (system_->runtime_metrics_.enabled()) system_->runtime_metrics_.on_failure(kind_id());
   if (exception) err = error(errc::handler_failed, what);
   const supervisor& sup = effective_supervisor();
   directive d = sup.decide(exception, err);
@@ -189,6 +190,7 @@ void actor_cell::complete_restart() noexcept {
   }
   const std::uint32_t n = x.restarts.load(std::memory_order_relaxed) + 1;
   x.restarts.store(n, std::memory_order_relaxed);
+  if (system_->runtime_metrics_.enabled()) system_->runtime_metrics_.on_restart(kind_id());
   if (system_->events_->has_subscribers<actor_restarted>()) {
     system_->events_->publish(actor_restarted{detail::share_pid(this), n});
   }
@@ -336,6 +338,11 @@ void actor_cell::finish_stop() noexcept {
   if (remote_extension* r = system_->remote()) r->on_actor_stopped(this);
   system_->processed_by_dead_.fetch_add(processed_.load(std::memory_order_relaxed),
                                         std::memory_order_relaxed);
+  // After registry_.erase: see runtime_metrics' contract on why this order keeps the count from
+  // going down.
+  if (system_->runtime_metrics_.enabled())
+    system_->runtime_metrics_.on_actor_stopped(kind_id(),
+                                               processed_.load(std::memory_order_relaxed));
   if (parent_ != nullptr) {
     // A reference across the post: once child_stopped is in, the parent's turn may handle it,
     // finish its own stop and free the parent while post_system still reads its dispatch state

@@ -76,6 +76,7 @@ result<void> actor_system::start() {
                                                   : result<void>(errc::system_shutting_down);
   }
   core_->timers_.start();
+  core_->runtime_metrics_.install();  // when config.metrics.enabled
   core_->dispatcher_.start(core_->keep_alive());
   if (core_->config_.remote) {
     detail::remote_factory make = detail::installed_remote_factory();
@@ -337,6 +338,8 @@ actor_stats actor_system::stats(const pid& actor) const noexcept {
 }
 
 akt::logger& actor_system::logger() const noexcept { return *core_->logger_; }
+
+metrics::registry& actor_system::metrics() noexcept { return core_->metrics_; }
 
 std::size_t actor_system::run_until_idle(std::size_t max_turns) {
   if (!core_->dispatcher_.manual()) return 0;

@@ -38,6 +38,18 @@ class name_registry {
   // Every registered actor.
   std::vector<pid> snapshot() const;
   std::size_t size() const;
+  // Calls f(const actor_cell&) for every registered actor, one shard at a time under that
+  // shard's lock (so f must be short and must not spawn, stop or look up actors). No reference
+  // is taken: a cell is alive while it is registered, and erase waits for the lock.
+  template <class F>
+  void for_each_cell(F&& f) const {
+    for (const auto& s : shards_) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      for (const actor_cell* c : s.slots) {
+        if (c != nullptr) f(*c);
+      }
+    }
+  }
 
  private:
   struct alignas(64) shard {

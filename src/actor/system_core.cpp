@@ -69,6 +69,7 @@ void system_core::dead_letter(receive_context& env, const error& reason) noexcep
 
 void system_core::dead_letter(message msg, pid sender, pid receiver, const error& reason) noexcept {
   dead_letters_.fetch_add(1, std::memory_order_relaxed);
+  runtime_metrics_.count_dead_letter(reason.code());
   if (!events_->has_subscribers<akt::dead_letter>()) return;
   // A message from another node may still be in wire form: subscribers see it decoded.
   if (remote_extension* r = remote()) r->decode_for_dead_letter(msg);

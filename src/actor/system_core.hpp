@@ -22,6 +22,7 @@
 #include "actor/cluster_hooks.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/remote_hooks.hpp"
+#include "actor/runtime_metrics.hpp"
 #include "actor/scheduler.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/event_stream.hpp"
@@ -29,6 +30,7 @@
 #include "akt/actor/supervisor.hpp"
 #include "akt/actor/topics.hpp"
 #include "akt/core/logger.hpp"
+#include "akt/metrics/registry.hpp"
 #include "akt/pool/sharded_pool.hpp"
 #include "dispatch/blocking_pool.hpp"
 #include "dispatch/dispatcher.hpp"
@@ -251,6 +253,9 @@ class system_core {
   void log_record_of(log_level level, std::string_view component, std::string_view actor,
                      std::string_view text) const;
   const supervisor default_supervisor_;
+  // The system's metrics registry (actor_system::metrics()); before everything that may
+  // register a collector in it, so that it outlives their handles.
+  metrics::registry metrics_;
   // Manual time only: actors ready or in a turn plus blocking-pool tasks queued or running (the
   // dispatcher and the pool count here; see their contracts); zero when the system is
   // quiescent. Reader: the testkit (seq_cst).
@@ -267,6 +272,9 @@ class system_core {
   std::atomic<std::uint64_t> spawned_{0};
   std::atomic<std::uint64_t> dead_letters_{0};
   std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
+  // The runtime's own metrics (system_config::metrics); after everything its collector reads,
+  // so that it goes first.
+  runtime_metrics runtime_metrics_{*this};
 
  private:
   ~system_core() {

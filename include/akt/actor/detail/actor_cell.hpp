@@ -28,6 +28,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include "akt/actor/actor.hpp"
@@ -51,6 +52,12 @@ enum class life_state : std::uint8_t { starting, alive, stopping, dead, remote }
 // What the turn owner may process (owner-only): normal, or holding user messages while a
 // supervision decision is pending, or waiting for children to stop before a restart.
 enum class turn_mode : std::uint8_t { normal, suspended, restarting };
+
+// Actor kinds for the runtime's metrics: a process-wide id per C++ type of actor, interned on
+// first use (a short lock; only when metrics are on). k_no_kind: not an actor kind (grains,
+// remote proxies), or the table could not grow.
+inline constexpr std::uint32_t k_no_kind = ~std::uint32_t{0};
+std::uint32_t intern_actor_kind(const std::type_info& type) noexcept;
 
 class actor_cell : public schedulable {
  public:
@@ -100,6 +107,10 @@ class actor_cell : public schedulable {
     return last_active_ns_.load(std::memory_order_relaxed);
   }
   std::uint32_t restarts() const noexcept;
+  // The kind of the actor (its C++ type) as an intern_actor_kind id, for metrics. Any thread,
+  // while the cell lives; it reads the cell's type, never the actor object (which its stop
+  // destroys). k_no_kind for cells that are not user actors (grains, remote proxies).
+  virtual std::uint32_t kind_id() const noexcept { return k_no_kind; }
 
   // Spawn: registers the actor (unless register_name is false: grain activations live in the
   // grain directory instead), runs pre_start and opens it for messages; on failure stops it.
@@ -159,6 +170,9 @@ class actor_cell : public schedulable {
   // count_user false, only system messages count as work (user messages are being held).
   bool finish_or_reclaim(bool count_user) noexcept;
   void invoke(receive_context& env) noexcept;
+  // invoke, timed for akt_actor_handler_seconds: the turn calls it for one message in
+  // metrics.handler_sample_every per thread (see run_turn).
+  void invoke_sampled(receive_context& env) noexcept;
   void handle_system(receive_context& env) noexcept;
   void queue_reply(std::uint64_t id, result<message> reply, actor_cell* from) noexcept;
   void run_continuation(receive_context& env, request_reply& r);
@@ -257,6 +271,10 @@ class actor_cell_for final : public actor_cell {
           std::apply([this](auto&... a) { return new (storage_) T(std::move(a)...); }, args_));
   }
   ~actor_cell_for() override { destroy_instance(); }
+  std::uint32_t kind_id() const noexcept override {
+    static const std::uint32_t id = intern_actor_kind(typeid(T));
+    return id;
+  }
 
  protected:
   void destroy_instance() noexcept override {
