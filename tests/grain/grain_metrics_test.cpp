@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -147,6 +148,47 @@ TEST(GrainMetrics, RefusalsAreCountedByKindAndReason) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(value(sys, "akt_grain_refusals_total", {{"reason", "invalid_actor_name"}}), 1);
   g_failing_activations = 0;
+}
+
+TEST(GrainMetrics, ScrapesDuringActivationsAndIdleDeactivationsNeverGoBackAndEndExact) {
+  akt::actor_system sys("g-metrics-race", metrics_on(false));
+  ASSERT_TRUE(sys.start());
+  akt::grain_options o;
+  o.deactivate_after = 2ms;  // activations end and start again all through the run
+  ASSERT_FALSE(akt::with_grain_default_options<counted>(sys, o));
+
+  constexpr int k_senders = 2, k_adds = 300;
+  std::atomic<bool> stop{false}, senders_done{false};
+  std::atomic<int> went_back{0}, scrapes{0};
+  std::thread scraper([&] {
+    double last = 0;
+    while (!stop.load()) {
+      const double now = value(sys, "akt_grain_messages_total");
+      if (now < last) went_back++;
+      last = std::max(last, now);
+      scrapes++;
+    }
+  });
+  std::atomic<int> failed{0};
+  const bool in_time = akt::test::run_bounded(k_senders, 60s, senders_done, [&](int t) {
+    for (int i = 0; i < k_adds && !senders_done.load(); ++i) {
+      if (akt::tell_grain(sys, id("r" + std::to_string((i + t) % 10)), add{1})) failed++;
+    }
+  });
+  ASSERT_TRUE(in_time);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_TRUE(eventually([&] {
+    return value(sys, "akt_grain_messages_total") == k_senders * k_adds &&
+           value(sys, "akt_grains_active") == 0 &&
+           value(sys, "akt_grain_activations_total") == value(sys, "akt_grain_deactivations_total");
+  })) << value(sys, "akt_grain_messages_total")
+      << " messages, " << value(sys, "akt_grains_active") << " active, "
+      << value(sys, "akt_grain_activations_total") << " activations, "
+      << value(sys, "akt_grain_deactivations_total") << " deactivations";
+  stop = true;
+  scraper.join();
+  EXPECT_GT(scrapes.load(), 0);
+  EXPECT_EQ(went_back.load(), 0) << "a scrape reported fewer messages than one before it";
 }
 
 TEST(GrainMetrics, OffTheLayerRegistersNothingAndKeepsNoFigures) {
