@@ -15,6 +15,8 @@
 #include "akt/cluster/cluster.hpp"
 #include "akt/core/clock.hpp"
 #include "akt/core/thread.hpp"
+#include "akt/metrics/registry.hpp"
+#include "akt/metrics/snapshot.hpp"
 #include "cluster/actor_names.hpp"
 #include "cluster/grain_claim_record.hpp"
 #include "cluster/grain_registry.hpp"
@@ -71,6 +73,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
  public:
   cluster_node(akt::detail::system_core* core, actor_system& sys) : core_(core), sys_(sys) {}
   ~cluster_node() override {
+    collector_.reset();  // first: no scrape reads membership from here on
     if (names_) names_->close(std::chrono::steady_clock::now());
     if (registry_) registry_->close(std::chrono::steady_clock::now());
     if (membership_) membership_->stop();
@@ -99,6 +102,8 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     if (!probe) return probe.error();
     probe_ = *probe;
     membership_ = std::make_unique<membership>(std::move(s), std::move(*st), *this);
+    // Before the join: membership's threads may report a fence from then on.
+    if (core_->config_.metrics.enabled) register_metrics(core_->metrics_);
     // Before the join: membership's news (left) may reach it from then on.
     grain_registry_settings rs;
     rs.cluster = c.cluster_name;
@@ -165,6 +170,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   }
   void shut_down(std::chrono::steady_clock::time_point,
                  std::vector<std::string>&) noexcept override {
+    collector_.reset();  // membership stops: nothing left to read
     names_->close(std::chrono::steady_clock::now());
     registry_->close(std::chrono::steady_clock::now());
     membership_->stop();
@@ -185,6 +191,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     publish(node_left{m});
   }
   void fenced(lease_id epoch) override {
+    if (fencing_events_) fencing_events_.inc();
     akt::detail::nudge_grains(core_);  // dropped now, not at their next message
     publish(node_fenced{membership_->self().name, epoch});
   }
@@ -206,6 +213,35 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   }
 
  private:
+  // The metrics (system_config::metrics): akt_cluster_fencing_events_total (each time
+  // membership fenced this node), and a collector for akt_cluster_members{state} and
+  // akt_cluster_lease_seconds_left, read from membership at the scrape. The grain registry
+  // keeps its own (claims, store round trips).
+  void register_metrics(akt::metrics::registry& reg) {
+    using akt::metrics::metric_type;
+    if (auto f = reg.add_counter("akt_cluster_fencing_events_total",
+                                 "Times this node was fenced: its lease could no longer be "
+                                 "proven, so no grain handler ran here until it rejoined."))
+      fencing_events_ = f->with();
+    collector_ = reg.add_collector([this](akt::metrics::snapshot& out) {
+      std::size_t up = 0, leaving = 0;
+      for (const member& m : membership_->members()) ++(m.leaving ? leaving : up);
+      auto& members = out.add_family(
+          "akt_cluster_members",
+          "Members of the cluster as this node's view holds them, per state (up, leaving).",
+          metric_type::gauge);
+      members.add({{"state", "up"}}, static_cast<double>(up));
+      members.add({{"state", "leaving"}}, static_cast<double>(leaving));
+      const std::int64_t until = membership_->valid_until_ns();
+      const std::int64_t left = until == 0 ? 0 : until - akt::detail::now_ns();
+      out.add_family("akt_cluster_lease_seconds_left",
+                     "Time until this node's lease can no longer be proven (from its last "
+                     "acknowledged keep-alive, TTL less the fence margin); 0 while fenced.",
+                     metric_type::gauge)
+          .add({}, static_cast<double>(std::max<std::int64_t>(left, 0)) * 1e-9);
+    });
+  }
+
   template <class E>
   void publish(const E& e) {
     auto& events = sys_.events();
@@ -226,6 +262,11 @@ class cluster_node final : public akt::detail::cluster_extension, public members
   // registry.
   std::shared_ptr<actor_names> names_;
   std::atomic<std::uint64_t> turn_{0};  // spawn_on's round robin (relaxed: a counter only)
+  // Set by start() while metrics are on, before the node is shared; incremented by membership's
+  // threads (lock-free).
+  akt::metrics::counter fencing_events_;
+  // Reset first by shut_down and the destructor: waits out a scrape in progress.
+  akt::metrics::collector_handle collector_;
 };
 
 result<std::unique_ptr<akt::detail::cluster_extension>> make(akt::detail::system_core* core,

@@ -3,6 +3,7 @@
 #include "cluster/grain_registry.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <utility>
@@ -87,6 +88,49 @@ akt::detail::kept_message keep_for_resend(const message& m) {
 }  // namespace
 
 // The watch of the grains prefix: forwards to the registry on the store's thread.
+namespace {
+// One store round trip's time into h (no clock read when h is empty: metrics off).
+class round_timer {
+ public:
+  explicit round_timer(const akt::metrics::histogram& h)
+      : h_(h),
+        start_(h ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+  void done() const {
+    if (h_)
+      h_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  akt::metrics::histogram h_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
+grain_registry::metric_handles grain_registry::make_metrics(actor_system& sys) {
+  metric_handles m;
+  akt::detail::system_core* core = akt::detail::core_of(sys);
+  if (!core->config_.metrics.enabled) return m;
+  akt::metrics::registry& reg = core->metrics_;
+  // A name the user took already with another shape leaves that family out.
+  if (auto f = reg.add_counter("akt_cluster_claims_made_total",
+                               "Grain claims this node wrote to the registry (put-if-absent "
+                               "that succeeded, for this node or another)."))
+    m.claims_made = f->with();
+  if (auto f = reg.add_counter("akt_cluster_claims_released_total",
+                               "Grain claims this node deleted from the registry "
+                               "(compare-and-delete that succeeded)."))
+    m.claims_released = f->with();
+  if (auto f = reg.add_histogram(
+          "akt_cluster_registry_seconds",
+          "Store round trips of the grain registry, per operation (claim, release, read).",
+          akt::metrics::exponential_bounds(0.0001, 2, 18), {"op"})) {
+    m.claim_seconds = f->with({"claim"});
+    m.release_seconds = f->with({"release"});
+    m.read_seconds = f->with({"read"});
+  }
+  return m;
+}
+
 class grain_registry::watcher final : public watch_handler {
  public:
   explicit watcher(grain_registry& r) : r_(r) {}
@@ -104,7 +148,8 @@ grain_registry::grain_registry(actor_system& sys, membership& m, grain_registry_
       membership_(m),
       settings_(std::move(s)),
       batcher_(std::make_unique<claim_batcher>(m.coordination_store(), claim_batch_max())),
-      watcher_(std::make_unique<watcher>(*this)) {}
+      watcher_(std::make_unique<watcher>(*this)),
+      metrics_(make_metrics(sys)) {}
 
 grain_registry::~grain_registry() { close(std::chrono::steady_clock::now()); }
 
@@ -340,8 +385,13 @@ result<op_outcome> grain_registry::claim_for(const grain_identity& id, const mem
   const std::string value = encode_claim(record_for(owner, settings));
   error last = registry_timeout("the claim of " + id.str());
   for (int round = 0; round < k_rounds; ++round) {
+    const round_timer timer(metrics_.claim_seconds);
     result<op_outcome> r = write(store_op::put_if_absent(key, value, owner.epoch));
-    if (r) return r;
+    timer.done();
+    if (r) {
+      if (r->succeeded && metrics_.claims_made) metrics_.claims_made.inc();
+      return r;
+    }
     last = r.error();
     // Timed out ("possibly written": the next round finds it), or the lease ended under it.
     if (r.code() != errc::cluster_registry_timeout && r.code() != errc::lease_not_found) break;
@@ -451,7 +501,11 @@ void grain_registry::release_async(const grain_identity& id, std::int64_t token,
     return;
   }
   batcher_->submit(store_op::delete_if_created_at(claim_key(cluster_, id), token),
-                   [self, id, token, round](result<op_outcome> r) {
+                   [self, id, token, round,
+                    timer = round_timer(metrics_.release_seconds)](result<op_outcome> r) {
+                     timer.done();
+                     if (r && r->succeeded && self->metrics_.claims_released)
+                       self->metrics_.claims_released.inc();
                      // A transient failure is tried again (a few rounds); a failed condition
                      // means the claim is gone already or is another's: nothing to do.
                      if (!r && round + 1 < k_rounds && r.code() != errc::system_shutting_down) {
@@ -465,8 +519,11 @@ void grain_registry::release_async(const grain_identity& id, std::int64_t token,
 
 bool grain_registry::release_claim(const grain_identity& id, std::int64_t token) {
   for (int round = 0; round < k_rounds; ++round) {
+    const round_timer timer(metrics_.release_seconds);
     result<op_outcome> r = write(store_op::delete_if_created_at(claim_key(cluster_, id), token));
+    timer.done();
     if (r) {
+      if (r->succeeded && metrics_.claims_released) metrics_.claims_released.inc();
       shard& sh = shard_of(id);
       std::lock_guard<std::mutex> lock(sh.m);
       if (auto c = sh.cache.find(view(id)); c != sh.cache.end() && c->second.token == token)
@@ -485,11 +542,13 @@ result<std::optional<grain_registry::owner_entry>> grain_registry::read_owner(
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return error(errc::system_shutting_down, "the registry is closed");
   }
+  const round_timer timer(metrics_.read_seconds);
   result<range_result> r = await_store<range_result>(
       [&](store_callback<range_result> done) {
         membership_.coordination_store().get(claim_key(cluster_, id), std::move(done));
       },
       k_wait);
+  timer.done();
   if (!r) return r.error();
   shard& sh = shard_of(id);
   std::lock_guard<std::mutex> lock(sh.m);

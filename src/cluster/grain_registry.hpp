@@ -50,6 +50,7 @@
 #include "akt/actor/actor_system.hpp"
 #include "akt/cluster/member.hpp"
 #include "akt/cluster/store.hpp"
+#include "akt/metrics/registry.hpp"
 #include "cluster/claim_batcher.hpp"
 #include "cluster/grain_claim_record.hpp"
 #include "grain/grain_seams.hpp"
@@ -224,6 +225,18 @@ class grain_registry : public std::enable_shared_from_this<grain_registry> {
   // Writer: the first admit that saw min_peers members (release); readers: admit (acquire).
   std::atomic<bool> barrier_open_{false};
   std::atomic<std::uint64_t> next_node_{0};  // round-robin placement's counter
+
+  // The metrics (system_config::metrics; empty handles while off, and nothing is timed):
+  // akt_cluster_claims_made_total (a put-if-absent that wrote the claim, for this node or
+  // another), akt_cluster_claims_released_total (a compare-and-delete that deleted one), and
+  // akt_cluster_registry_seconds{op} per store round trip (op: claim, release, read). Set by
+  // the constructor; updated from any thread (lock-free).
+  struct metric_handles {
+    akt::metrics::counter claims_made, claims_released;
+    akt::metrics::histogram claim_seconds, release_seconds, read_seconds;
+  };
+  static metric_handles make_metrics(actor_system& sys);
+  const metric_handles metrics_;
 };
 
 }  // namespace akt::cluster::detail

@@ -101,6 +101,11 @@ class membership final : public akt::detail::grain_fence {
   store& coordination_store() noexcept { return *store_; }
   bool wait_ready(std::chrono::nanoseconds timeout) const;
   bool fenced() const noexcept { return valid_epoch() == 0; }
+  // Until when (akt::detail::now_ns()'s steady clock) the lease is provably alive, as the fence
+  // reads it; 0 while fenced. Any thread (the metrics' akt_cluster_lease_seconds_left).
+  std::int64_t valid_until_ns() const noexcept {
+    return valid_until_ns_.load(std::memory_order_acquire);
+  }
 
  private:
   class member_watch;

@@ -74,6 +74,10 @@ class grain_directory {
   virtual void withdraw(actor_cell* cell) = 0;
   // The active cells (not those still activating).
   virtual std::vector<pid> active() = 0;
+  // Calls v.visit on every active cell (not those still activating), each under its shard's
+  // lock, so the cell and its host stay while it is visited; visit must be quick (a metrics
+  // scrape reads a few fields) and its error is ignored. No allocation, no reference taken.
+  virtual void each_active(visitor& v) = 0;
   // Whether the directory holds no entry at all, activations still in progress included: a
   // shutdown waits for those too, so that it can roll them back.
   virtual bool none_left() = 0;

@@ -39,12 +39,19 @@ void end_if_drained(receive_context& ctx, actor_cell* cell, grain_layer& layer) 
   if (cell->user_backlog_empty() && layer.leave(cell, true)) ctx.stop_self();
 }
 
+// An activation of `kind` ended (the metrics' deactivations; nothing while they are off).
+void count_deactivation(const grain_kind* kind) noexcept {
+  if (grain_kind_figures* f = kind->figures.get())
+    f->deactivations.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   const grain_identity id = identity_of(kind_, cell);
   const grain_settings& settings = *settings_;
-  const auto deadline = std::chrono::steady_clock::now() + settings.activation_timeout;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + settings.activation_timeout;
   ++generation_;          // ticks of an earlier activation's timers are stale from here on
   reentrancy_mode_ = -1;  // a new activation starts from its options
   timers_stopped_ = false;
@@ -124,9 +131,16 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
       events.publish(grain_activation_failed{id, last});
     return last;
   }
-  handled_at_arm_ = handled_;
+  handled_at_arm_ = handled_low();
   arm_idle_timer(cell, settings.deactivate_after);
   open_direct();
+  if (grain_kind_figures* f = kind_->figures.get()) {  // metrics on
+    f->activations.fetch_add(1, std::memory_order_relaxed);
+    if (f->activation_seconds) {
+      f->activation_seconds.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
+  }
   if (events.has_subscribers<grain_activated>()) events.publish(grain_activated{id});
   return {};
 }
@@ -182,6 +196,7 @@ error grain_host_base::deactivate(actor_system& sys, actor_cell* cell, bool for_
     }
     auto& events = sys.events();
     if (events.has_subscribers<grain_deactivated>()) events.publish(grain_deactivated{id, e});
+    count_deactivation(kind_);
   }
   end_activation();
   if (!keep_admission) release_admission(identity_of(kind_, cell));
@@ -199,6 +214,7 @@ bool grain_host_base::fence_holds() const noexcept {
 
 void grain_host_base::drop_for_fence(actor_system& sys, actor_cell* cell) {
   const grain_identity id = identity_of(kind_, cell);
+  if (instance() != nullptr) count_deactivation(kind_);
   end_activation();
   fence_epoch_ = 0;
   release_admission(id);
@@ -217,10 +233,12 @@ void grain_host_base::release_admission(const grain_identity& id) noexcept {
 
 void grain_host_base::deactivate_for_stop(actor_system& sys, actor_cell* cell) {
   grain_layer& layer = layer_of(sys);
-  if (layer.abandoned())
+  if (layer.abandoned()) {
+    if (instance() != nullptr) count_deactivation(kind_);
     end_activation();
-  else
+  } else {
     (void)deactivate(sys, cell, true);
+  }
   (void)layer.leave(cell, false);
 }
 
@@ -243,6 +261,11 @@ void grain_host_base::post_stop(actor_context& ctx) {
   // Normally the instance is gone by now (deactivated). It is still here when the cell was
   // stopped some other way.
   deactivate_for_stop(ctx.system(), detail::cell_of(ctx.self()));
+  // The cell has left the directory (a scrape no longer reads its count there): its messages
+  // join the kind's count of stopped cells. Its last turn: nothing is handled after this.
+  if (grain_kind_figures* f = kind_->figures.get())
+    f->messages_of_stopped.fetch_add(handled_.load(std::memory_order_relaxed),
+                                     std::memory_order_relaxed);
 }
 
 void grain_host_base::receive(receive_context& ctx) {
@@ -284,10 +307,10 @@ void grain_host_base::receive(receive_context& ctx) {
     // does so right after the activation, and a short idle period under load can end first);
     // deactivating now would only cost that message a second activation. Asked first: once
     // opened, that message is in the mailbox (the same hold of the directory's lock).
-    if (!layer.opened(cell) || handled_ != handled_at_arm_ || !cell->user_backlog_empty() ||
+    if (!layer.opened(cell) || handled_low() != handled_at_arm_ || !cell->user_backlog_empty() ||
         requests_in_flight) {
       // Busy since the timer was armed, or waiting for a reply: wait a full period again.
-      handled_at_arm_ = handled_;
+      handled_at_arm_ = handled_low();
       arm_idle_timer(cell, settings_->deactivate_after);
       return;
     }
@@ -317,7 +340,7 @@ void grain_host_base::receive(receive_context& ctx) {
       if (instance() == nullptr) end_if_drained(ctx, cell, layer_here());
       return;
     }
-    if (tick->keep_alive) ++handled_;
+    if (tick->keep_alive) note_handled();
     message inner = std::move(tick->inner);
     ctx.message() = std::move(inner);
     (void)run_on_receive(ctx, cell, false);
@@ -326,7 +349,7 @@ void grain_host_base::receive(receive_context& ctx) {
 
   // A user message.
   if (mailbox_capacity_ != 0) queued_.fetch_sub(1, std::memory_order_acq_rel);
-  ++handled_;
+  note_handled();
   if (!failing_ && instance() == nullptr) {
     // Dormant since an idle deactivation: this message activates a fresh instance in place.
     // A fresh activation starts from the kind's options, like one made by a new cell: the
@@ -347,6 +370,7 @@ void grain_host_base::receive(receive_context& ctx) {
     // A failed reactivation, or the shutdown: every waiting message gets the error; then the
     // activation goes.
     const error why = failing_;
+    if (grain_kind_figures* f = kind_->figures.get()) f->refused(why.code());
     if (ctx.expects_reply())
       ctx.reply_error(why);
     else

@@ -61,6 +61,7 @@
 #include "akt/core/thread.hpp"
 #include "akt/grain/grains.hpp"
 #include "grain/grain_directory.hpp"
+#include "grain/grain_metrics.hpp"
 #include "grain/grain_seams.hpp"
 
 namespace akt {
@@ -75,6 +76,11 @@ struct grain_kind {
   // registration) instead of through its cell's system pointer, which sits on the line senders
   // write on every message (grain_host_base::fence_holds).
   grain_layer* layer = nullptr;
+  std::size_t index = 0;  // in registration order, from 0 (the metrics' per-kind tables)
+  // The kind's metrics figures (grain_metrics.hpp); null while metrics are off. Set at
+  // registration, before the kind is published: read-only afterwards, by activating threads
+  // and refusals, never by a plain send.
+  std::unique_ptr<grain_kind_figures> figures;
 };
 
 // Control messages of the host (user-queue messages, so they keep their place behind what was
@@ -120,6 +126,10 @@ struct grain_host_access {
   static grain_timer_table*& timers(grain_host_base& h) noexcept { return h.timers_; }
   static bool timers_stopped(grain_host_base& h) noexcept { return h.timers_stopped_; }
   static std::uint32_t generation(grain_host_base& h) noexcept { return h.generation_; }
+  // Messages the host's cell handled (any thread: see handled_).
+  static std::uint64_t handled(const grain_host_base& h) noexcept {
+    return h.handled_.load(std::memory_order_relaxed);
+  }
 };
 
 // The timers of one activation (turn owner).
@@ -134,8 +144,12 @@ struct grain_timer_table {
 class grain_layer final : public system_extension {
  public:
   explicit grain_layer(system_core* core)
-      : core_(core), directory_(make_local_grain_directory(&link_of)) {}
+      : core_(core), directory_(make_local_grain_directory(&link_of)) {
+    if (core->config_.metrics.enabled)
+      metrics_ = std::make_unique<grain_metrics>(*this, core->metrics_);
+  }
   ~grain_layer() override {
+    metrics_.reset();  // first: waits out a scrape that reads the kinds and the directory
     delete kind_index_.load(std::memory_order_relaxed);
     delete placement_.load(std::memory_order_relaxed);
     delete gate_.load(std::memory_order_relaxed);
@@ -167,6 +181,8 @@ class grain_layer final : public system_extension {
       k->name = std::string(name);
       k->factory = factory;
       k->layer = this;
+      k->index = kinds_.size();
+      if (metrics_) k->figures = metrics_->figures_for(k->name);
       it = kinds_.emplace(k->name, std::move(k)).first;
       defaults_[it->second.get()] = settle(nullptr, grain_options{});
       publish_kind_index();
@@ -229,7 +245,10 @@ class grain_layer final : public system_extension {
     // now (not queued for an activation later: nothing would answer it once the blocking pool
     // stopped).
     const bool peer_while_closing = from_peer && closing_.load(std::memory_order_acquire);
-    if (error e = peer_while_closing ? core_->refusal() : refuse_now()) return e;
+    if (error e = peer_while_closing ? core_->refusal() : refuse_now()) {
+      if (kind->figures) kind->figures->refused(e.code());
+      return e;
+    }
     if (peer_while_closing) may_activate = false;
     // The key is built in a per-thread buffer: no allocation per send once it has grown.
     thread_local std::string key;
@@ -252,7 +271,8 @@ class grain_layer final : public system_extension {
       }
     } guarded(*this, how, v);
     error e = directory_->with_activation(key, how, guarded);
-    if (peer_while_closing && e == k_not_active) return errc::system_shutting_down;
+    if (peer_while_closing && e == k_not_active) e = errc::system_shutting_down;
+    if (AKT_UNLIKELY(e) && kind->figures && e != k_not_active) kind->figures->refused(e.code());
     // A failed activation leaves the directory without a death: wake a shutdown that waits
     // for the directory to empty (the entry is gone by now).
     if (how.attempted && !how.activated && closing_.load(std::memory_order_seq_cst))
@@ -344,6 +364,26 @@ class grain_layer final : public system_extension {
 
   pid find_active(std::string_view key) { return directory_->find(key); }
   std::size_t active_count() { return directory_->count(); }
+  // Visits every activation in the directory (not those still activating) under its shard's
+  // lock: quick, no user code (grain_directory::each_active).
+  void each_active(grain_directory::visitor& v) { directory_->each_active(v); }
+
+  // The kinds registered so far, in registration order (index i is the kind of index i).
+  std::vector<const grain_kind*> kinds() const {
+    std::vector<const grain_kind*> out;
+    if (const kind_index* idx = kind_index_.load(std::memory_order_acquire)) {
+      out.resize(idx->kinds.size());
+      for (const auto& [name, k] : idx->kinds) out[k->index] = k;
+    }
+    return out;
+  }
+  // A refusal of a message to kind `kind` (by name: the direct path knows no kind pointer), for
+  // the metrics; a cold path: a lookup in the kinds' snapshot.
+  void note_refusal(std::string_view kind, errc why) const {
+    if (!metrics_) return;
+    if (result<const grain_kind*> k = find_kind(kind); k && (*k)->figures)
+      (*k)->figures->refused(why);
+  }
 
   // A nudge (grain_nudge) to every activation: each takes a turn, and the fence check there
   // drops those of an epoch that is no longer valid.
@@ -516,6 +556,9 @@ class grain_layer final : public system_extension {
   alignas(64) std::atomic<std::uint64_t> activations_{0};
   std::mutex problems_mutex_;
   std::vector<std::string> deactivation_problems_;
+  // The metrics' collector and histogram (null while metrics are off). Built by the constructor,
+  // destroyed first by the destructor.
+  std::unique_ptr<grain_metrics> metrics_;
 };
 
 // The system's grain layer, created on first use.

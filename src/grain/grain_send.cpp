@@ -326,6 +326,7 @@ bool direct_send(const grain_identity& id, message& msg, grain_route& route, act
   }
   leave_direct(route);
   if (out) {
+    layer_of(cell->system()).note_refusal(id.kind, out.code());
     publish_refused(cell->system(), msg, sender, id, out);
   } else if (refused != nullptr) {
     out = cell->deliver(refused);  // a closed cell: refused, with its dead letter

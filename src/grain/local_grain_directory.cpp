@@ -111,6 +111,17 @@ class local_grain_directory final : public grain_directory {
     return out;
   }
 
+  void each_active(visitor& v) override {
+    for (auto& s : shards_) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      for (directory_link* head : s.buckets) {
+        for (directory_link* l = head; l != nullptr; l = l->next) {
+          if (!l->gate) (void)v.visit(l->cell);
+        }
+      }
+    }
+  }
+
   std::size_t count() override {
     std::size_t n = 0;
     for (auto& s : shards_) {

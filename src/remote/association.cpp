@@ -31,7 +31,8 @@ association::association(peer_services& node, std::string host, std::uint16_t po
       max_body_(node.config().max_frame_bytes),
       window_(node.config().window_bytes),
       window_full_(errc::window_full,
-                   key_ + ": the window is full (the receivers there are behind)") {
+                   key_ + ": the window is full (the receivers there are behind)"),
+      ask_seconds_(node.ask_seconds_of(key_)) {
   spare_calls_.reserve(k_spare_calls);
 }
 

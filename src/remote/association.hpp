@@ -43,6 +43,7 @@
 #include "akt/actor/pid.hpp"
 #include "akt/actor/remote_config.hpp"
 #include "akt/core/result.hpp"
+#include "akt/metrics/registry.hpp"
 #include "akt/remote/serialization.hpp"
 #include "remote/transport.hpp"
 #include "remote/wire.hpp"
@@ -97,8 +98,9 @@ class association : public std::enable_shared_from_this<association> {
   template <class F>
   error send_frame(lane l, F&& fill, bool urgent = false);
 
-  // The answer to call `id` (a reply, an error reply, a control reply), from an inbound link.
-  void complete_call(std::uint64_t id, result<message> value);
+  // The answer to call `id` (a reply, an error reply, a control reply), from an inbound link;
+  // answered false: a local failure (the connection went), which is no round trip.
+  void complete_call(std::uint64_t id, result<message> value, bool answered = true);
   // Calls past their deadline (the node's sweep): completed with request_timeout.
   void expire_calls(std::int64_t now_ns);
   // Whether the node may forget this peer (the node's sweep): lost for at least `after`, no
@@ -170,6 +172,9 @@ class association : public std::enable_shared_from_this<association> {
     // Written to a connection when registered (else it waited in a backlog): a restart of the
     // peer fails only these; the others go to the new incarnation.
     bool sent = false;
+    // An ask's registration (steady clock ns) while metrics are on, for its round trip
+    // (akt_remote_ask_seconds); 0: not timed (metrics off, or a control call).
+    std::int64_t asked_ns = 0;
   };
   enum class lane_state : std::uint8_t { idle, connecting, up, backoff };
   struct lane_slot {
@@ -188,7 +193,8 @@ class association : public std::enable_shared_from_this<association> {
   void check_lost_deadline();
   std::uint64_t register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
                               bool control, bool sent);
-  akt::detail::reply_route* take_call(std::uint64_t id);
+  // Removes call `id`; its route (null when it is gone), and its asked_ns in *asked_ns.
+  akt::detail::reply_route* take_call(std::uint64_t id, std::int64_t* asked_ns = nullptr);
   // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog. A
   // frame whose body is above max_body_ is taken back and refused (message_too_large): the
   // peer would close the connection on it, and every frame behind it with it.
@@ -262,6 +268,9 @@ class association : public std::enable_shared_from_this<association> {
   std::atomic<std::uint64_t> messages_out_{0}, refused_{0}, reconnects_{0};
   std::atomic<std::uint64_t> messages_in_{0}, bytes_in_{0};
   std::atomic<std::uint64_t> frames_out_closed_{0}, bytes_out_closed_{0}, writes_closed_{0};
+  // This peer's series of akt_remote_ask_seconds (empty while metrics are off): set by the
+  // constructor, then observed from the I/O threads that complete asks (lock-free).
+  const akt::metrics::histogram ask_seconds_;
 };
 
 template <class F>

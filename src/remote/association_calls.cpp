@@ -2,6 +2,7 @@
 
 #include "remote/association.hpp"
 
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -12,11 +13,21 @@
 
 namespace akt::remote::detail {
 
+namespace {
+std::int64_t steady_now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 std::uint64_t association::register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
                                          bool control, bool sent) {
+  // One clock read per remote ask, and only while metrics are on.
+  const std::int64_t asked = !control && ask_seconds_ ? steady_now_ns() : 0;
   std::lock_guard<std::mutex> lock(calls_mutex_);
   const std::uint64_t id = next_call_++;
-  const pending_call call{route, deadline_ns, control, sent};
+  const pending_call call{route, deadline_ns, control, sent, asked};
   if (spare_calls_.empty()) {
     calls_.emplace(id, call);
     return id;
@@ -29,19 +40,23 @@ std::uint64_t association::register_call(akt::detail::reply_route* route, std::i
   return id;
 }
 
-akt::detail::reply_route* association::take_call(std::uint64_t id) {
+akt::detail::reply_route* association::take_call(std::uint64_t id, std::int64_t* asked_ns) {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   auto it = calls_.find(id);
   if (it == calls_.end()) return nullptr;
   call_map::node_type entry = calls_.extract(it);
   akt::detail::reply_route* r = entry.mapped().route;
+  if (asked_ns != nullptr) *asked_ns = entry.mapped().asked_ns;
   if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
   return r;
 }
 
-void association::complete_call(std::uint64_t id, result<message> value) {
-  akt::detail::reply_route* route = take_call(id);
+void association::complete_call(std::uint64_t id, result<message> value, bool answered) {
+  std::int64_t asked = 0;
+  akt::detail::reply_route* route = take_call(id, &asked);
   if (route == nullptr) return;  // answered already, expired, or failed: a late answer is dropped
+  if (asked != 0 && answered)
+    ask_seconds_.observe(static_cast<double>(steady_now_ns() - asked) * 1e-9);
   if (!route->complete(value) && value.has_value()) {
     node_.core()->dead_letter(std::move(*value), pid(), pid(), errc::request_timeout);
   }

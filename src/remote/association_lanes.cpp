@@ -461,7 +461,7 @@ void association::fail_calls_in(const std::vector<unsigned char>& bytes, const e
     // Our own requests only: their correlation is a call of this association. (A reply or a
     // control_reply carries the peer's correlation; the peer's call times out over there.)
     if (h.type == frame_type::ask || h.type == frame_type::control) {
-      complete_call(h.correlation, result<message>(why));
+      complete_call(h.correlation, result<message>(why), false);
     }
   });
 }

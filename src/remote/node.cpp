@@ -137,9 +137,21 @@ remote_node::remote_node(akt::detail::system_core* core, actor_system& sys,
   limits_.max_frame_bytes = cfg.max_frame_bytes;
   limits_.max_pending_bytes = std::max<std::size_t>(cfg.window_bytes * 2, 1u << 20);
   limits_.handshake_timeout = cfg.connect_timeout;
+  if (core->config_.metrics.enabled) {
+    // A name the user took already with another shape leaves that family out.
+    if (auto f = core->metrics_.add_histogram(
+            "akt_remote_ask_seconds",
+            "Round trip of asks to a peer: from the ask's registration to its answer's arrival.",
+            akt::metrics::exponential_bounds(0.00005, 2, 20), {"peer"})) {
+      ask_seconds_ = *f;
+    }
+    collector_ =
+        core->metrics_.add_collector([this](akt::metrics::snapshot& out) { collect(out); });
+  }
 }
 
 remote_node::~remote_node() {
+  collector_.reset();  // no scrape reads the associations from here on
   std::vector<std::string> ignored;
   shut_down(std::chrono::steady_clock::now(), ignored);
 }
@@ -552,6 +564,48 @@ std::vector<peer_stats> remote_node::peers() const {
   out.reserve(all.size());
   for (const auto& a : all) out.push_back(a->stats());
   return out;
+}
+
+void remote_node::collect(akt::metrics::snapshot& out) const {
+  using akt::metrics::metric_type;
+  std::vector<std::shared_ptr<association>> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [key, a] : associations_) all.push_back(a);
+  }
+  struct family_of {
+    const char* name;
+    const char* help;
+    std::uint64_t peer_stats::*field;
+  };
+  static constexpr family_of counters[] = {
+      {"akt_remote_messages_sent_total", "Messages sent to a peer.", &peer_stats::messages_out},
+      {"akt_remote_messages_received_total", "Messages received from a peer.",
+       &peer_stats::messages_in},
+      {"akt_remote_bytes_sent_total", "Bytes written to a peer's connections (frames whole).",
+       &peer_stats::bytes_out},
+      {"akt_remote_bytes_received_total", "Bytes of the messages received from a peer.",
+       &peer_stats::bytes_in},
+      {"akt_remote_frames_sent_total", "Frames written to a peer (messages, replies, control).",
+       &peer_stats::frames_out},
+      {"akt_remote_frames_received_total", "Message frames received from a peer.",
+       &peer_stats::frames_in},
+      {"akt_remote_reconnects_total", "Connections to a peer made again after one closed.",
+       &peer_stats::reconnects},
+      {"akt_remote_refusals_total",
+       "Sends to a peer refused here (window full, unreachable, not serializable, too large).",
+       &peer_stats::refused},
+  };
+  std::vector<std::pair<std::string, peer_stats>> figures;
+  figures.reserve(all.size());
+  for (const auto& a : all) figures.emplace_back(a->key(), a->stats());
+  for (const family_of& c : counters) {
+    auto& f = out.add_family(c.name, c.help, metric_type::counter);
+    for (const auto& [key, st] : figures) f.add({{"peer", key}}, static_cast<double>(st.*c.field));
+  }
+  auto& up = out.add_family("akt_remote_peer_connected",
+                            "1 while both lanes to a peer are up, else 0.", metric_type::gauge);
+  for (const auto& [key, st] : figures) up.add({{"peer", key}}, st.connected ? 1.0 : 0.0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@
 
 #include "actor/remote_hooks.hpp"
 #include "actor/system_core.hpp"
+#include "akt/metrics/registry.hpp"
+#include "akt/metrics/snapshot.hpp"
 #include "remote/exports.hpp"
 #include "remote/peer_services.hpp"
 #include "remote/transport.hpp"
@@ -120,6 +122,10 @@ class remote_node final : public akt::detail::remote_extension, public peer_serv
   void sweep();
   result<pid> lookup_on(const node_address& node, std::string_view system, std::string_view name,
                         std::chrono::nanoseconds timeout);
+  // The metrics' collector (system_config::metrics): akt_remote_*_total{peer} from each
+  // association's figures at the scrape (the scraping thread; takes mutex_, then each
+  // association's, as peers() does).
+  void collect(akt::metrics::snapshot& out) const;
   // Sends a control request and waits for its answer (blocking; not on a worker).
   result<message> control_call(const node_address& node,
                                const google::protobuf::MessageLite& request,
@@ -136,6 +142,9 @@ class remote_node final : public akt::detail::remote_extension, public peer_serv
   // k_max_inbound_peers); a forgotten one leaves the set.
   std::unordered_set<std::string> inbound_keys_;
   std::vector<std::shared_ptr<inbound_link>> links_;
+  // The collector's registration while metrics are on; reset first by the destructor, which
+  // waits out a scrape in progress.
+  akt::metrics::collector_handle collector_;
 };
 
 remote_node& node_of(akt::detail::system_core* core) noexcept;

@@ -39,6 +39,11 @@ class peer_services {
   const tls_settings& tls() const noexcept { return tls_; }
   const io_limits& limits() const noexcept { return limits_; }
   export_table& exports() noexcept { return exports_; }
+  // The series of akt_remote_ask_seconds for the peer `key` (host:port); empty while metrics
+  // are off. Takes the family's lock: once per association.
+  akt::metrics::histogram ask_seconds_of(const std::string& key) const {
+    return ask_seconds_ ? ask_seconds_.with({key}) : akt::metrics::histogram();
+  }
   // The uid of a local actor sent as a sender or a watcher (0: none, or not alive).
   std::uint64_t export_sender(akt::detail::actor_cell* c) { return exports_.export_cell(c); }
 
@@ -67,6 +72,9 @@ class peer_services {
   std::uint16_t advertised_port_ = 0;
   // From the incarnation's bits: two incarnations' uids overlap only by chance (export_table).
   export_table exports_;
+  // akt_remote_ask_seconds{peer} while metrics are on (set by the node before any association
+  // exists, as the fields above).
+  akt::metrics::histogram_family ask_seconds_;
 };
 
 // The node whose message a serializer is encoding or decoding on this thread, for

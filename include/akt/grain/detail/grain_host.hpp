@@ -183,14 +183,23 @@ class grain_host_base : public actor {
   // them, waiting until no direct sender is inside (see k_direct_closed).
   void open_direct() noexcept;
   void close_direct() noexcept;
+  // One more message handled (turn owner), and the count's low bits for the idle check.
+  void note_handled() noexcept {
+    handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  std::uint32_t handled_low() const noexcept {
+    return static_cast<std::uint32_t>(handled_.load(std::memory_order_relaxed));
+  }
   // Hands the message to on_receive (exceptions become the caller's error); whether it answered.
   bool run_on_receive(receive_context& ctx, actor_cell* cell, bool acknowledged);
 
   const grain_kind* kind_;
-  // Turn owner: user messages handled, and the count when the idle timer was armed. Written
-  // per message, on the host's first line, which no sender writes.
-  std::uint32_t handled_ = 0;
-  std::uint32_t handled_at_arm_ = 0;
+  // User messages (and keep-alive timer ticks) this cell handled, in all its activations.
+  // Writer: the turn owner, per message, on the host's first line, which no sender writes; a
+  // relaxed load and store, not a read-modify-write: the single writer makes it the plain
+  // increment it was. Readers: the turn (the idle check), and a metrics scrape under the
+  // directory's lock (akt_grain_messages_total; relaxed: a count, it orders nothing).
+  std::atomic<std::uint64_t> handled_{0};
   directory_link link_;  // this activation's entry in the grain directory (and its cell)
   // The activation's settled options. Turn owner: written by the layer before start, and again
   // by the turn when a fresh activation starts in place after an idle deactivation (it gets the
@@ -219,6 +228,9 @@ class grain_host_base : public actor {
   std::int8_t reentrancy_mode_ = -1;
   bool timers_stopped_ = false;  // turn owner: on_deactivate began; no new timers
   bool admitted_ = false;        // turn owner: the activation gate admitted the current one
+  // Turn owner: handled_ (its low 32 bits) when the idle timer was armed. Here, in the padding
+  // after the flags, so that the 64-bit handled_ costs an idle grain no byte.
+  std::uint32_t handled_at_arm_ = 0;
   // The fencing token the gate gave the current activation (a cluster claim's revision); 0
   // without one. Writer: the activation's thread (pre_start, or the turn: a fence drop clears
   // it, a fresh admission sets it); readers: the turn (grain_context::fencing_token) and
