@@ -29,5 +29,7 @@
 #include "akt/mailbox/unbounded_fair_mailbox.hpp"
 #include "akt/mailbox/unbounded_mailbox.hpp"
 #include "akt/mailbox/unbounded_segmented_mailbox.hpp"
+#include "akt/metrics/prometheus.hpp"
+#include "akt/metrics/registry.hpp"
 #include "akt/remote/remote.hpp"
 #include "akt/remote/serialization.hpp"

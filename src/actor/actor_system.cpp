@@ -371,6 +371,8 @@ actor_stats actor_system::stats(const pid& actor) const noexcept {
 
 akt::logger& actor_system::logger() const noexcept { return *core_->logger_; }
 
+metrics::registry& actor_system::metrics() noexcept { return core_->metrics_; }
+
 std::size_t actor_system::run_until_idle(std::size_t max_turns) {
   if (!core_->dispatcher_.manual()) return 0;
   return core_->dispatcher_.run_until_idle(max_turns);

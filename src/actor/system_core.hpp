@@ -30,6 +30,7 @@
 #include "akt/actor/supervisor.hpp"
 #include "akt/actor/topics.hpp"
 #include "akt/core/logger.hpp"
+#include "akt/metrics/registry.hpp"
 #include "akt/pool/sharded_pool.hpp"
 #include "dispatch/blocking_pool.hpp"
 #include "dispatch/dispatcher.hpp"
@@ -248,6 +249,9 @@ class system_core {
   const system_config config_;
   const std::shared_ptr<logger> logger_;
   const supervisor default_supervisor_;
+  // The system's metrics registry (actor_system::metrics()); before everything that may
+  // register a collector in it, so that it outlives their handles.
+  metrics::registry metrics_;
   // Manual time only: actors ready or in a turn plus blocking-pool tasks queued or running (the
   // dispatcher and the pool count here; see their contracts); zero when the system is
   // quiescent. Reader: the testkit (seq_cst).

@@ -21,6 +21,8 @@
 #include "actor/http_hooks.hpp"
 #include "actor/system_core.hpp"
 #include "akt/http/http.hpp"
+#include "akt/metrics/prometheus.hpp"
+#include "akt/metrics/registry.hpp"
 #include "http/api.hpp"
 
 namespace akt::http::detail {
@@ -198,7 +200,8 @@ class http_endpoint final : public akt::detail::http_extension {
       case route::dashboard:
         return {200, k_dashboard_html, "text/html; charset=utf-8"};
       case route::metrics:
-        return {404, "metrics: not available in this build\n"};
+        return {200, metrics::to_prometheus_text(sys_.metrics().collect()),
+                metrics::k_prometheus_content_type};
       case route::health:
         return {200, "ok\n"};
       case route::ready: {

@@ -133,6 +133,7 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
     akt::system_config cfg = cluster_node_config(store, "node-" + std::to_string(i), "shop");
     cfg.cluster->roles = roles[i];
     cfg.http = akt::http_config{};
+    cfg.metrics.enabled = true;  // the page's busiest kinds read akt_*_messages_total
     nodes.push_back(std::make_unique<akt::actor_system>("node-" + std::to_string(i), cfg));
     ASSERT_FALSE(akt::register_grain_kind<count_grain>(*nodes.back()));
     ASSERT_FALSE(akt::register_grain_kind<order_grain>(*nodes.back()));
@@ -159,8 +160,8 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
   std::thread driver([&] {
     for (int round = 0; !stop.load(); ++round) {
       for (std::size_t i = 0; i < 3; ++i) {
-        for (int k = 0; k < 200; ++k) (void)sinks[i].tell(k);
-        for (int k = 0; k < 50; ++k) (void)remote_sinks[i].tell(k);
+        for (int k = 0; k < 100; ++k) (void)sinks[i].tell(k);
+        for (int k = 0; k < 20; ++k) (void)remote_sinks[i].tell(k);
         const std::string name = "c" + std::to_string((round * 3 + static_cast<int>(i)) % 24);
         (void)akt::ask_grain<int>(*nodes[i], {"shop.cart", name}, 1, 2s);
         if (round % 4 == 0) {
@@ -168,7 +169,7 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
                                     2s);
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a steady rate, not a burst
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a steady rate, not a burst
     }
   });
 

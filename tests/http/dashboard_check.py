@@ -144,7 +144,9 @@ STATE_JS = """JSON.stringify({
 
 LOAD_JS = """(() => { const n = performance.getEntriesByType('navigation')[0];
   return JSON.stringify({load: n.loadEventEnd - n.startTime,
-                         dcl: n.domContentLoadedEventEnd - n.startTime}); })()"""
+                         dcl: n.domContentLoadedEventEnd - n.startTime,
+                         request: n.requestStart - n.startTime,
+                         response: n.responseEnd - n.startTime}); })()"""
 
 
 def evaluate(b, session, expr):
@@ -204,6 +206,8 @@ def main():
         t, wall = navigate(b, session, a.url, 20)
         out["load_ms"] = round(t["load"], 1)
         out["dcl_ms"] = round(t["dcl"], 1)
+        out["request_start_ms"] = round(t["request"], 1)
+        out["response_end_ms"] = round(t["response"], 1)
         out["load_wall_ms"] = round(wall, 1)
         s1 = wait_state(b, session, lambda s: s["refreshes"] >= 1 and
                         len(s["members"]) >= a.members, 15)

@@ -103,6 +103,21 @@ TEST(Http_Endpoint, ApiAnswersJsonWithTheNodesFigures) {
   ASSERT_TRUE(sys.stop());
 }
 
+TEST(Http_Endpoint, MetricsServesTheRegistryInThePrometheusTextFormat) {
+  akt::actor_system sys("m", http_on());
+  ASSERT_TRUE(sys.start());
+  auto family = sys.metrics().add_counter("shop_orders_total", "Orders taken.", {"route"});
+  ASSERT_TRUE(family);
+  family->with({"checkout"}).inc(3);
+  auto r = get(sys.http_port(), "/metrics");
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(header(r, "Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(r.body.find("# TYPE shop_orders_total counter\n"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("shop_orders_total{route=\"checkout\"} 3\n"), std::string::npos)
+      << r.body;
+  ASSERT_TRUE(sys.stop());
+}
+
 TEST(Http_Endpoint, UnknownPathIs404AndWrongMethodIs405) {
   akt::actor_system sys("h", http_on());
   ASSERT_TRUE(sys.start());

@@ -36,6 +36,8 @@
 #include "akt/actor/topics.hpp"
 #include "akt/core/logger.hpp"
 #include "akt/core/result.hpp"
+#include "akt/metrics/metrics_config.hpp"
+#include "akt/metrics/registry.hpp"
 
 namespace akt {
 
@@ -75,6 +77,9 @@ struct system_config {
   // /ready, /api/... and a dashboard at / on its own threads from start() to stop(); unset (the
   // default), it opens no socket.
   std::optional<http_config> http = std::nullopt;
+  // The runtime's own metrics (include/akt/metrics/metrics_config.hpp); off by default. The
+  // registry (actor_system::metrics()) takes the user's metrics either way.
+  metrics_config metrics = {};
 };
 
 // Figures of one actor (actor_system::stats(pid)).
@@ -227,6 +232,10 @@ class actor_system {
   system_stats stats() const noexcept;
   actor_stats stats(const pid& actor) const noexcept;
   akt::logger& logger() const noexcept;
+  // The system's metrics registry (include/akt/metrics/registry.hpp): the user's metrics, and
+  // the runtime's when config.metrics.enabled. Render a scrape with
+  // akt::metrics::to_prometheus_text(sys.metrics().collect()).
+  metrics::registry& metrics() noexcept;
 
  private:
   friend detail::system_core* detail::core_of(const actor_system& sys) noexcept;
