@@ -32,7 +32,7 @@ struct http_config {
   std::chrono::seconds keep_alive_timeout{2};
   // Threads serving connections (one connection at a time each), besides the one that accepts.
   // They are the endpoint's own: never a dispatcher worker. At least 1.
-  unsigned threads = 2;
+  unsigned threads = 4;
 };
 
 }  // namespace akt
