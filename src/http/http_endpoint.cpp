@@ -146,6 +146,12 @@ class http_endpoint final : public akt::detail::http_extension {
     const auto [ws, wu] = sec_usec(cfg_.write_timeout);
     server_.set_write_timeout(ws, wu);
     server_.set_keep_alive_timeout(std::max<time_t>(cfg_.keep_alive_timeout.count(), 1));
+    // One request per connection. Each connection holds a serving thread while it is open, so a
+    // browser's idle keep-alive connections (its earlier page, a speculative preconnect) would
+    // hold them all and make the next request wait; and a request whose body no route reads
+    // leaves nothing behind to be parsed as the next one. A new connection per request costs
+    // a loopback handshake, nothing next to a scrape or a page refresh.
+    server_.set_keep_alive_max_count(1);
     server_.set_tcp_nodelay(true);
     server_.set_default_headers(
         {{"Cache-Control", "no-store"}, {"X-Content-Type-Options", "nosniff"}});
@@ -159,9 +165,8 @@ class http_endpoint final : public akt::detail::http_extension {
     // Every request is routed here, before httplib's own tables and before it reads a body:
     // httplib itself answers 400 to a request it cannot parse and 414 to a request line over
     // 8 KiB; here an unknown path is 404, a known one with a method other than GET or HEAD 405,
-    // and a body announced over max_request_bytes 413. No route takes a body, so none is read:
-    // a request that carries one is answered with Connection: close (its unread bytes would
-    // otherwise be parsed as the next request).
+    // and a body announced over max_request_bytes 413. No route takes a body, so none is read
+    // (the connection closes after its one request).
     server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       serve(req, res);
       return httplib::Server::HandlerResponse::Handled;
@@ -176,7 +181,6 @@ class http_endpoint final : public akt::detail::http_extension {
   void serve(const httplib::Request& req, httplib::Response& res) {
     const route r = route_of(req.path);
     const std::string length = req.get_header_value("Content-Length");
-    const bool has_body = (!length.empty() && length != "0") || req.has_header("Transfer-Encoding");
     answer a;
     if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > cfg_.max_request_bytes) {
       a = {413, "request too large (limit " + std::to_string(cfg_.max_request_bytes) + " bytes)\n"};
@@ -188,7 +192,6 @@ class http_endpoint final : public akt::detail::http_extension {
     } else {
       a = answer_for(r);
     }
-    if (has_body) res.set_header("Connection", "close");
     res.status = a.status;
     res.set_content(std::move(a.body), a.type);
   }

@@ -27,8 +27,8 @@ struct http_config {
   // except below one second.
   std::chrono::milliseconds read_timeout{std::chrono::seconds(5)};
   std::chrono::milliseconds write_timeout{std::chrono::seconds(5)};
-  // How long an idle keep-alive connection is kept open (whole seconds, at least 1); also what
-  // stop() may wait for a browser's open connection.
+  // How long a connection may stay open before its request begins (whole seconds, at least 1).
+  // Each connection serves one request and closes: no idle connection holds a serving thread.
   std::chrono::seconds keep_alive_timeout{2};
   // Threads serving connections (one connection at a time each), besides the one that accepts.
   // They are the endpoint's own: never a dispatcher worker. At least 1.
