@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-}
-modules=(core metrics pool mailbox dispatch actor grain remote cluster etcd testkit)
+modules=(core metrics pool mailbox dispatch actor grain remote cluster etcd http testkit)
 # "file: included module" pairs allowed against the order, with the reason. None today.
 allowed=()
 

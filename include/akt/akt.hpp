@@ -21,6 +21,7 @@
 #include "akt/grain/grain_coroutine.hpp"
 #include "akt/grain/grain_ref.hpp"
 #include "akt/grain/grains.hpp"
+#include "akt/http/http.hpp"
 #include "akt/mailbox/bounded_mailbox.hpp"
 #include "akt/mailbox/mailbox.hpp"
 #include "akt/mailbox/non_blocking_bounded_mailbox.hpp"

@@ -78,6 +78,21 @@ result<void> actor_system::start() {
   core_->timers_.start();
   core_->runtime_metrics_.install();  // when config.metrics.enabled
   core_->dispatcher_.start(core_->keep_alive());
+  if (core_->config_.http) {
+    // First: /health answers and /ready says "not yet" while remoting starts and the node joins.
+    detail::http_factory make = detail::installed_http_factory();
+    result<std::unique_ptr<detail::http_extension>> h =
+        make != nullptr ? make(core_, *this)
+                        : result<std::unique_ptr<detail::http_extension>>(error(
+                              errc::invalid_argument,
+                              "the config has an http section but the http module is not linked "
+                              "(link akt::akt and include <akt/http/http.hpp>)"));
+    if (!h) {
+      (void)stop();
+      return h.error();
+    }
+    core_->http_.store(h->release(), std::memory_order_release);
+  }
   if (core_->config_.remote) {
     detail::remote_factory make = detail::installed_remote_factory();
     result<std::unique_ptr<detail::remote_extension>> r =
@@ -134,6 +149,15 @@ void install_cluster_factory(cluster_factory f) noexcept {
 cluster_factory installed_cluster_factory() noexcept {
   return g_cluster_factory.load(std::memory_order_acquire);
 }
+namespace {
+std::atomic<http_factory> g_http_factory{nullptr};
+}
+void install_http_factory(http_factory f) noexcept {
+  g_http_factory.store(f, std::memory_order_release);
+}
+http_factory installed_http_factory() noexcept {
+  return g_http_factory.load(std::memory_order_acquire);
+}
 }  // namespace detail
 
 namespace {
@@ -186,6 +210,11 @@ std::vector<peer_stats> actor_system::peers() const {
   return r != nullptr ? r->peers() : std::vector<peer_stats>();
 }
 
+std::uint16_t actor_system::http_port() const noexcept {
+  detail::http_extension* h = core_->http();
+  return h != nullptr ? h->port() : 0;
+}
+
 namespace {
 
 // Runs one shutdown hook on its own thread so that a hook that never returns can be left
@@ -236,6 +265,8 @@ result<void> actor_system::stop() {
   const auto deadline = std::chrono::steady_clock::now() + core_->config_.shutdown_timeout;
   std::vector<std::string> problems;
   bool timed_out = false;
+  // /ready answers 503 from here on (load balancers take the node out while it drains).
+  if (detail::http_extension* h = core_->http()) h->begin_stop();
   if (state == detail::run_state::running && !core_->crashing()) {
     // 0. The cluster: no new grains here, and the others are told this node is leaving.
     if (auto* c = core_->cluster()) c->begin_leave();
@@ -265,6 +296,8 @@ result<void> actor_system::stop() {
     if (auto* c = core_->cluster()) c->leave(deadline, problems);
   }
   core_->state_.store(detail::run_state::stopping, std::memory_order_seq_cst);
+  // 1d. The HTTP endpoint closes (its threads joined) before the parts it reads stop.
+  if (detail::http_extension* h = core_->http()) h->close(problems);
   if (state == detail::run_state::running) {
     // 2. Top-level actors get poison pills; each stops its children first, then itself, and
     //    publishes what it still had queued as dead letters.

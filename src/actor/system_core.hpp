@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "actor/cluster_hooks.hpp"
+#include "actor/http_hooks.hpp"
 #include "actor/name_registry.hpp"
 #include "actor/remote_hooks.hpp"
 #include "actor/runtime_metrics.hpp"
@@ -208,6 +209,10 @@ class system_core {
   std::atomic<bool> crash_requested_{false};
   bool crashing() const noexcept { return crash_requested_.load(std::memory_order_acquire); }
   cluster_extension* cluster() const noexcept { return cluster_.load(std::memory_order_acquire); }
+  // The http module's extension: written by start() first of all (release), when the config has
+  // an http section; null otherwise. Owned; closed by stop(), deleted with the core.
+  std::atomic<http_extension*> http_{nullptr};
+  http_extension* http() const noexcept { return http_.load(std::memory_order_acquire); }
 
   // Actor kinds registered by name, for spawn_on from other nodes. Any thread; each call takes
   // kinds_mutex_ once and runs no factory under it.
@@ -278,6 +283,7 @@ class system_core {
 
  private:
   ~system_core() {
+    delete http_.load(std::memory_order_acquire);
     delete grains_.load(std::memory_order_acquire);
     delete cluster_.load(std::memory_order_acquire);
     delete remote_.load(std::memory_order_acquire);

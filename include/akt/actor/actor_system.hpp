@@ -27,6 +27,7 @@
 #include "akt/actor/cluster_config.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/events.hpp"
+#include "akt/actor/http_config.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/actor/remote_config.hpp"
 #include "akt/actor/schedule.hpp"
@@ -72,6 +73,10 @@ struct system_config {
   // Cluster membership (include/akt/cluster/cluster.hpp): set (with remote), the node joins
   // the cluster at start and leaves it at stop; unset, nothing of the cluster runs.
   std::optional<cluster_config> cluster = std::nullopt;
+  // The HTTP endpoint (include/akt/http/http.hpp): set, the system serves /metrics, /health,
+  // /ready, /api/... and a dashboard at / on its own threads from start() to stop(); unset (the
+  // default), it opens no socket.
+  std::optional<http_config> http = std::nullopt;
   // The runtime's own metrics (include/akt/metrics/metrics_config.hpp); off by default. The
   // registry (actor_system::metrics()) takes the user's metrics either way.
   metrics_config metrics = {};
@@ -216,6 +221,10 @@ class actor_system {
                        std::chrono::nanoseconds timeout = std::chrono::seconds(5));
   // Figures per peer node (messages, bytes, frames, writes, reconnects, refusals).
   std::vector<peer_stats> peers() const;
+
+  // The port the HTTP endpoint (system_config::http) listens on, the bound one when the config
+  // said 0; 0 without an http section, before start() and after stop().
+  std::uint16_t http_port() const noexcept;
 
   event_stream& events() noexcept;
   // Publish/subscribe between this system's actors, by topic name (see topics.hpp).

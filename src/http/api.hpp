@@ -1,0 +1,46 @@
+#pragma once
+// The answers of the http module's routes that read the system (/ready and the /api JSON),
+// apart from the server that sends them, so that they are tested and read on their own.
+//
+// Contract: any thread (the endpoint's); each call reads what stats(), peers(), the cluster's
+// membership view and the grain directory already keep, under their own locks, and allocates
+// its answer. Called only while the system's core lives (the endpoint closes before it goes).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace akt {
+class actor_system;
+namespace detail {
+class system_core;
+}
+}  // namespace akt
+
+namespace akt::http::detail {
+
+struct api_context {
+  actor_system& sys;
+  akt::detail::system_core* core;
+  std::chrono::steady_clock::time_point started;  // when the endpoint started (uptime)
+  std::uint16_t http_port = 0;
+  bool stopping = false;  // stop() began
+};
+
+// Whether the node should receive traffic, and why not: "starting" (start() has not finished),
+// "joining" (a cluster node that has not joined yet), "fenced", "shutting down"; "ready" when it
+// is.
+struct readiness {
+  bool ready = false;
+  std::string_view reason;
+};
+readiness ready_state(const api_context& c);
+
+std::string node_json(const api_context& c);      // /api/node
+std::string cluster_json(const api_context& c);   // /api/cluster
+std::string peers_json(const api_context& c);     // /api/peers
+std::string grains_json(const api_context& c);    // /api/grains
+std::string overview_json(const api_context& c);  // /api/overview: the four above in one
+
+}  // namespace akt::http::detail
