@@ -13,10 +13,10 @@
 namespace akt::remote::detail {
 
 std::uint64_t association::register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
-                                         bool control, bool sent) {
+                                         bool control, bool sent, akt::detail::open_span* span) {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   const std::uint64_t id = next_call_++;
-  const pending_call call{route, deadline_ns, control, sent};
+  const pending_call call{route, deadline_ns, control, sent, span};
   if (spare_calls_.empty()) {
     calls_.emplace(id, call);
     return id;
@@ -29,13 +29,20 @@ std::uint64_t association::register_call(akt::detail::reply_route* route, std::i
   return id;
 }
 
-akt::detail::reply_route* association::take_call(std::uint64_t id) {
-  std::lock_guard<std::mutex> lock(calls_mutex_);
-  auto it = calls_.find(id);
-  if (it == calls_.end()) return nullptr;
-  call_map::node_type entry = calls_.extract(it);
-  akt::detail::reply_route* r = entry.mapped().route;
-  if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
+akt::detail::reply_route* association::take_call(std::uint64_t id, bool failed) {
+  akt::detail::reply_route* r = nullptr;
+  akt::detail::open_span* span = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return nullptr;
+    call_map::node_type entry = calls_.extract(it);
+    r = entry.mapped().route;
+    span = std::exchange(entry.mapped().span, nullptr);
+    if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
+  }
+  // The client span of a traced ask ends with its answer (or its refusal before it went out).
+  if (AKT_UNLIKELY(span != nullptr)) akt::detail::finish_open_span(span, failed);
   return r;
 }
 
@@ -49,17 +56,20 @@ void association::complete_call(std::uint64_t id, result<message> value) {
 
 void association::expire_calls(std::int64_t now_ns) {
   std::vector<akt::detail::reply_route*> expired;
+  std::vector<akt::detail::open_span*> spans;
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (it->second.deadline_ns != 0 && it->second.deadline_ns <= now_ns) {
         expired.push_back(it->second.route);
+        if (it->second.span != nullptr) spans.push_back(it->second.span);
         it = calls_.erase(it);
       } else {
         ++it;
       }
     }
   }
+  for (akt::detail::open_span* s : spans) akt::detail::finish_open_span(s, true);
   for (akt::detail::reply_route* r : expired) {
     result<message> v(error(errc::request_timeout, "no answer from " + key_ + " in time"));
     (void)r->complete(v);

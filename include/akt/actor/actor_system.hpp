@@ -33,6 +33,7 @@
 #include "akt/actor/spawn_options.hpp"
 #include "akt/actor/supervisor.hpp"
 #include "akt/actor/topics.hpp"
+#include "akt/actor/tracing.hpp"
 #include "akt/core/logger.hpp"
 #include "akt/core/result.hpp"
 
@@ -70,6 +71,9 @@ struct system_config {
   // Cluster membership (include/akt/cluster/cluster.hpp): set (with remote), the node joins
   // the cluster at start and leaves it at stop; unset, nothing of the cluster runs.
   std::optional<cluster_config> cluster = std::nullopt;
+  // Tracing (include/akt/actor/tracing.hpp): set, messages carry W3C trace context and the
+  // runtime records spans; unset (the default), nothing is traced and nothing travels.
+  std::optional<tracing_config> tracing = std::nullopt;
 };
 
 // Figures of one actor (actor_system::stats(pid)).
@@ -216,6 +220,8 @@ class actor_system {
   // Publish/subscribe between this system's actors, by topic name (see topics.hpp).
   akt::topics& topics() noexcept;
   system_stats stats() const noexcept;
+  // The tracer's counters (all zero when tracing is off).
+  akt::tracing_stats trace_stats() const noexcept;
   actor_stats stats(const pid& actor) const noexcept;
   akt::logger& logger() const noexcept;
 

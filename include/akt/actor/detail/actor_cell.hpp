@@ -159,6 +159,8 @@ class actor_cell : public schedulable {
   // count_user false, only system messages count as work (user messages are being held).
   bool finish_or_reclaim(bool count_user) noexcept;
   void invoke(receive_context& env) noexcept;
+  // invoke inside a handler span, for a message under envelope::flag_traced (tracer.cpp).
+  void invoke_traced(receive_context& env) noexcept;
   void handle_system(receive_context& env) noexcept;
   void queue_reply(std::uint64_t id, result<message> reply, actor_cell* from) noexcept;
   void run_continuation(receive_context& env, request_reply& r);
