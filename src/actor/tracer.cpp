@@ -116,6 +116,11 @@ trace_frame*& current_trace_frame() noexcept {
   return frame;
 }
 
+bool& handler_failed_here() noexcept {
+  thread_local bool failed = false;
+  return failed;
+}
+
 std::int64_t unix_now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -458,6 +463,7 @@ void actor_cell::invoke_traced(receive_context& env) noexcept {
   const bool encoded = (context_access::flags(env) & envelope::flag_encoded) != 0;
   std::string_view type = encoded ? std::string_view() : env.message().type_name();
   current_trace_frame() = &frame;
+  handler_failed_here() = false;
   const std::int64_t start = unix_now_ns();
   invoke(env);
   const std::int64_t end = unix_now_ns();
@@ -477,8 +483,7 @@ void actor_cell::invoke_traced(receive_context& env) noexcept {
     s.kind = span_kind::internal;
     s.start_unix_ns = start;
     s.end_unix_ns = end;
-    const cell_extras* x = extras_if_any();
-    s.error = x != nullptr && mode() != turn_mode::normal;  // a failure awaits supervision
+    s.error = handler_failed_here();
     s.attributes.reserve(3);
     s.attributes.emplace_back("akt.node", t->node());
     s.attributes.emplace_back(grain_ ? "akt.grain.identity" : "akt.actor.path", std::string(path_));

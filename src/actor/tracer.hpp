@@ -62,6 +62,10 @@ inline bool tracing_active() noexcept {
 
 std::int64_t unix_now_ns() noexcept;
 
+// Set by actor_cell::on_failure (a handler threw or called fail), cleared and read around a
+// traced handler: the span's error mark. Thread-local; the untraced path never reads it.
+bool& handler_failed_here() noexcept;
+
 // Called on every send while tracing_active(): gives env (bound for `to`) the sending thread's
 // context, or starts a sampled root when it is sent from outside any handler. Never throws; an
 // allocation failure leaves the message untraced.

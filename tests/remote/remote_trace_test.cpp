@@ -426,8 +426,26 @@ TEST(Trace_Local, SendsFromATracedHandlerAreItsChildren) {
   ASSERT_TRUE(mid_span && leaf_span) << describe(spans);
   EXPECT_EQ(mid_span->parent_span_id, root);
   EXPECT_EQ(leaf_span->parent_span_id, mid_span->span_id);
+  EXPECT_FALSE(mid_span->error);
+  EXPECT_FALSE(leaf_span->error);
+
+  // A handler that throws: its span is marked failed.
+  struct thrower final : akt::actor {
+    void receive(akt::receive_context&) override { throw std::runtime_error("no"); }
+  };
+  auto bad = sys.spawn<thrower>("thrower");
+  ASSERT_TRUE(bad);
+  std::string failed_trace;
+  {
+    akt::trace_scope scope(sys, "failing");
+    failed_trace = scope.context().trace_id_hex();
+    ASSERT_FALSE(bad->tell(ping{1}));
+  }
+  const std::vector<span_data> failed = log.wait_for(failed_trace, 2);
+  ASSERT_EQ(failed.size(), 2u) << describe(failed);
+  for (const span_data& s : failed) EXPECT_EQ(s.error, s.name != "failing") << s.name;
   (void)sys.stop();
-  EXPECT_EQ(log.all().size(), 3u) << describe(log.all());
+  EXPECT_EQ(log.all().size(), 5u) << describe(log.all());
 }
 
 TEST(Trace_Local, AFullQueueDropsSpansAndCountsThem) {
