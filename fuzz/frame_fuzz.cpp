@@ -83,7 +83,9 @@ void decode_envelope_body(const frame_header& h, byte_span body) {
   check(g.target_kind == f.target_kind && g.target_uid == f.target_uid &&
             g.target_grain == f.target_grain && g.sender_uid == f.sender_uid &&
             g.deadline_left_ns == f.deadline_left_ns && g.flags == f.flags &&
-            g.type_id == f.type_id && payload2.size() == payload.size() &&
+            g.type_id == f.type_id && g.trace_id == f.trace_id &&
+            g.trace_span_id == f.trace_span_id && g.trace_flags == f.trace_flags &&
+            payload2.size() == payload.size() &&
             (payload.empty() || std::memcmp(payload.data(), payload2.data(), payload.size()) == 0),
         "envelope fields changed in a round trip");
   decode_payload(f.type_id, payload);

@@ -84,6 +84,15 @@ int main(int argc, char** argv) {
   frames.emplace_back("tell-bool", tell_of(true));
   frames.emplace_back("tell-double", tell_of(2.5));
   frames.emplace_back("tell-bytes", tell_of(std::vector<std::uint8_t>{0, 1, 255}));
+  {
+    // A traced tell: the W3C trace context after the flags.
+    envelope_fields f;
+    for (std::size_t i = 0; i < f.trace_id.size(); ++i)
+      f.trace_id[i] = static_cast<std::uint8_t>(i + 1);
+    f.trace_span_id = 0x0102030405060708ull;
+    f.trace_flags = 1;
+    frames.emplace_back("tell-traced", tell_of(std::string("traced"), f));
+  }
   akt::remote::hello payload;
   payload.set_system("in-a-tell");
   frames.emplace_back("tell-protobuf", tell_of(payload));

@@ -155,6 +155,8 @@ error actor_cell::deliver(receive_context* env) noexcept {
 // The fast path: a user message to a live actor with the default mailbox.
 bool actor_cell::deliver_if_open(receive_context* env) noexcept {
   context_access::receiver(*env) = this;  // deliver_slow needs it too
+  // Tracing: the one test a send pays while no system traces (src/actor/tracer.hpp).
+  if (AKT_UNLIKELY(tracing_active())) trace_outgoing(*env, this);
   if (custom_ != nullptr || env->message().is<poison_pill>() || !system_->accepting() ||
       life() >= life_state::stopping)
     return false;
@@ -346,6 +348,8 @@ bool actor_cell::run_turn(unsigned budget) {
     // owner is the only one that destroys the instance, when the actor stops.
     if (instance() == nullptr)
       system_->dead_letter(*env, errc::dead);
+    else if (AKT_UNLIKELY((context_access::flags(*env) & envelope::flag_traced) != 0))
+      invoke_traced(*env);  // the handler inside its span
     else if (AKT_UNLIKELY(--t_handler_sample_countdown == 0))
       invoke_sampled(*env);
     else

@@ -25,6 +25,7 @@ void actor_cell::report_failure(error err) noexcept { extras().reported_failure 
 
 void actor_cell::on_failure(receive_context* env, const std::exception_ptr& exception,
                             error err) noexcept {
+  handler_failed_here() = true;  // for the handler's span, when it is traced (tracer.hpp)
   const std::string what = exception ? what_of(exception) : err.message();
   if (system_->runtime_metrics_.enabled()) system_->runtime_metrics_.on_failure(kind_id());
   if (exception) err = error(errc::handler_failed, what);

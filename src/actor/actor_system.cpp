@@ -337,6 +337,8 @@ result<void> actor_system::stop() {
     timed_out = true;
     problems.push_back(std::to_string(stuck) + " dispatcher threads still inside a handler");
   }
+  // 4. The spans the stop itself finished go out before stop returns.
+  if (core_->tracer_) core_->tracer_->stop();
   core_->state_.store(detail::run_state::stopped, std::memory_order_release);
   if (problems.empty()) return {};
   std::string detail;
@@ -355,6 +357,10 @@ result<pid> actor_system::find(std::string_view path) const {
   detail::actor_cell* c = core_->registry_.find(key, detail::name_registry::hash(key));
   if (c == nullptr) return error(errc::actor_not_found, std::string(path));
   return detail::adopt_pid(c);
+}
+
+akt::tracing_stats actor_system::trace_stats() const noexcept {
+  return core_->tracer_ ? core_->tracer_->stats() : akt::tracing_stats{};
 }
 
 actor_stats actor_system::stats(const pid& actor) const noexcept {

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "actor/tracer.hpp"
+
 namespace akt {
 
 class receive_context;
@@ -26,6 +28,7 @@ struct delivery_fields {
   reply_route* route = nullptr;  // an ask or an acknowledged tell's answer; null: none
   std::int64_t deadline_ns = 0;  // timer service clock; 0: none
   std::uint32_t flags = 0;       // envelope flags to add (remote_origin, encoded, grain_ack)
+  trace_state_ptr trace;         // the message's trace; null: untraced (the common case)
 };
 
 // Moves f's sender and route into env, an envelope fresh from its pool (no sender, no route):

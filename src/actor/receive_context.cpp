@@ -48,6 +48,7 @@ void receive_context::reset() noexcept {
     s->complete(r);
   }
   if (sender_ != nullptr) release_sender();
+  if (AKT_UNLIKELY((flags_ & flag_traced) != 0)) drop_trace();
   // receiver_ is rewritten by every delivery and deadline_ns_ is only read under
   // flag_has_deadline, so neither is cleared: a tell then never touches the second line.
   flags_ = 0;
@@ -55,6 +56,12 @@ void receive_context::reset() noexcept {
   next.store(nullptr, std::memory_order_relaxed);
   // home_shard_ is kept (it is const), and reply_closed_ deliberately stays as it is: the next
   // ask build clears it, plain tells never read it.
+}
+
+void receive_context::drop_trace() noexcept {
+  delete trace_;
+  trace_ = nullptr;
+  flags_ &= ~flag_traced;
 }
 
 void receive_context::release_sender() noexcept {
@@ -439,6 +446,10 @@ void fill_envelope(receive_context& env, delivery_fields& f) noexcept {
     context_access::flags(env) |= envelope::flag_has_deadline;
   }
   context_access::flags(env) |= f.flags;
+  if (f.trace) {
+    context_access::trace(env) = f.trace.release();
+    context_access::flags(env) |= envelope::flag_traced;
+  }
 }
 
 envelope* acquire_envelope(actor_cell* to) {
@@ -590,6 +601,11 @@ receive_context* clone_for_stash(receive_context& src) {
   context_access::reply(*c) = std::exchange(context_access::reply(src), nullptr);
   context_access::deadline(*c) = context_access::deadline(src);
   context_access::flags(*c) = context_access::flags(src);
+  if ((context_access::flags(src) & envelope::flag_traced) != 0) {
+    // The trace goes with the message; src is recycled untraced.
+    context_access::trace(*c) = std::exchange(context_access::trace(src), nullptr);
+    context_access::flags(src) &= ~envelope::flag_traced;
+  }
   context_access::reply_closed(*c) = false;
   return c;
 }

@@ -40,7 +40,8 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
           [this] { return keep_alive(); }, cfg.manual_time ? &work_ : nullptr),
       dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic,
                                     cfg.manual_time ? &work_ : nullptr}),
-      events_(std::make_shared<event_stream>()) {}
+      events_(std::make_shared<event_stream>()),
+      tracer_(cfg.tracing ? std::make_unique<detail::tracer>(*cfg.tracing, name_) : nullptr) {}
 
 namespace {
 // Dead-letter reasons that mean the message was refused before any handler ran (not

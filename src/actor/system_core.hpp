@@ -25,6 +25,7 @@
 #include "actor/remote_hooks.hpp"
 #include "actor/runtime_metrics.hpp"
 #include "actor/scheduler.hpp"
+#include "actor/tracer.hpp"
 #include "akt/actor/actor_system.hpp"
 #include "akt/actor/event_stream.hpp"
 #include "akt/actor/receive_context.hpp"
@@ -95,6 +96,8 @@ struct context_access {
   static std::int64_t& deadline(receive_context& c) noexcept { return c.deadline_ns_; }
   static bool& reply_closed(receive_context& c) noexcept { return c.reply_closed_; }
   static std::uint32_t& flags(receive_context& c) noexcept { return c.flags_; }
+  // Valid under envelope::flag_traced only.
+  static trace_state*& trace(receive_context& c) noexcept { return c.trace_; }
   static void reset(receive_context& c) noexcept { c.reset(); }
   static void release_contents(receive_context& c) noexcept { c.release_contents(); }
   // A request refused before anything was sent: the continuation gets `why` on a later turn.
@@ -277,6 +280,10 @@ class system_core {
   std::atomic<std::uint64_t> spawned_{0};
   std::atomic<std::uint64_t> dead_letters_{0};
   std::atomic<std::uint64_t> processed_by_dead_{0};  // messages processed by stopped actors
+  // The system's tracer: made by the constructor when the config traces, stopped (flushed) by
+  // stop(), destroyed with the core. Null: tracing is off. Never changes after construction.
+  const std::unique_ptr<detail::tracer> tracer_;
+  detail::tracer* tracer() const noexcept { return tracer_.get(); }
   // The runtime's own metrics (system_config::metrics); after everything its collector reads,
   // so that it goes first.
   runtime_metrics runtime_metrics_{*this};

@@ -136,6 +136,10 @@ grain_delivery delivery_of(receive_context* env) {
   const std::uint32_t flags = context_access::flags(*env);
   if ((flags & envelope::flag_has_deadline) != 0) d.deadline_ns = context_access::deadline(*env);
   d.flags = flags & envelope::flag_grain_ack;
+  if ((flags & envelope::flag_traced) != 0) {
+    d.trace.reset(std::exchange(context_access::trace(*env), nullptr));
+    context_access::flags(*env) &= ~envelope::flag_traced;
+  }
   return d;
 }
 

@@ -12,6 +12,7 @@
 #include "actor/cell_extras.hpp"
 #include "actor/reply_slot.hpp"
 #include "actor/system_core.hpp"
+#include "akt/core/thread.hpp"
 #include "remote/peer_services.hpp"
 #include "remote/remote_cell.hpp"
 #include "remote/wire.hpp"
@@ -66,7 +67,12 @@ error association::send_envelope(remote_cell& to, receive_context& env) {
   const std::int64_t deadline =
       (flags & envelope::flag_has_deadline) != 0 ? context_access::deadline(env) : 0;
   (void)core;
-  error e = send_user(f, env.message(), route, deadline, &to);
+  akt::detail::open_span* span = nullptr;
+  if (AKT_UNLIKELY((flags & envelope::flag_traced) != 0)) {
+    span = open_client_span(context_access::trace(env)->ctx, route != nullptr,
+                            to.grain().empty() ? to.path() : to.grain(), f);
+  }
+  error e = send_user(f, env.message(), route, deadline, &to, span);
   if (!e && route != nullptr) {
     context_access::reply(env) = nullptr;  // the call holds it now
     context_access::reply_closed(env) = true;
@@ -81,11 +87,67 @@ error association::send_to_grain(std::string_view identity, const message& msg,
   f.target_kind = envelope_target::grain;
   f.target_grain = identity;
   if (acknowledged) f.flags |= k_envelope_acknowledged;
-  return send_user(f, msg, route, deadline_ns, nullptr);
+  akt::detail::open_span* span = nullptr;
+  if (AKT_UNLIKELY(akt::detail::tracing_active())) {
+    // Not an envelope: the context comes from the calling thread (a handler or a trace_scope),
+    // or a root is sampled for a call from outside.
+    span_context ctx;
+    if (const akt::detail::trace_frame* fr = akt::detail::current_trace_frame()) {
+      ctx = fr->ctx;
+    } else if (akt::detail::tracer* t = node_.core()->tracer();
+               t != nullptr && !akt::detail::on_worker_thread() && t->sample_root()) {
+      ctx.trace_id = akt::detail::tracer::new_trace_id();
+      ctx.flags = span_context::k_trace_sampled;
+    }
+    if (ctx.trace_id != std::array<std::uint8_t, 16>{})
+      span = open_client_span(ctx, route != nullptr, identity, f);
+  }
+  return send_user(f, msg, route, deadline_ns, nullptr, span);
+}
+
+akt::detail::open_span* association::open_client_span(const span_context& ctx, bool ask,
+                                                      std::string_view target, envelope_fields& f) {
+  akt::detail::tracer* t = node_.core()->tracer();
+  if (t == nullptr) return nullptr;
+  try {
+    auto span = std::make_unique<akt::detail::open_span>();
+    span->owner = t;
+    akt::span_data& d = span->data;
+    d.trace_id = ctx.trace_id;
+    d.span_id = akt::detail::tracer::new_span_id();
+    d.parent_span_id = ctx.span_id;
+    d.name = std::string(ask ? "ask " : "tell ") + std::string(target);
+    d.kind = span_kind::client;
+    d.start_unix_ns = akt::detail::unix_now_ns();
+    d.attributes.emplace_back("akt.node", t->node());
+    d.attributes.emplace_back("akt.peer", key_);
+    d.attributes.emplace_back("akt.target", std::string(target));
+    f.trace_id = ctx.trace_id;
+    f.trace_span_id = d.span_id;
+    f.trace_flags = ctx.flags;
+    return span.release();
+  } catch (...) {  // an allocation: the message goes untraced
+    return nullptr;
+  }
 }
 
 error association::send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
-                             std::int64_t deadline, const remote_cell* to) {
+                             std::int64_t deadline, const remote_cell* to,
+                             akt::detail::open_span* span) {
+  if (AKT_UNLIKELY(span != nullptr)) {
+    // A tell's client span ends once the frame is queued for its connection; an ask's when the
+    // call leaves the table (the answer, a timeout, the peer lost). A refusal ends it failed.
+    error e = send_user_traced(f, msg, route, deadline, to, span);
+    if (e || route == nullptr) akt::detail::finish_open_span(span, static_cast<bool>(e));
+    return e;
+  }
+  akt::detail::open_span* none = nullptr;
+  return send_user_traced(f, msg, route, deadline, to, none);
+}
+
+error association::send_user_traced(envelope_fields& f, const message& msg,
+                                    akt::detail::reply_route* route, std::int64_t deadline,
+                                    const remote_cell* to, akt::detail::open_span*& span) {
   const serializer* s = find_serializer(msg);
   if (s == nullptr) {
     refused_.fetch_add(1, std::memory_order_relaxed);
@@ -127,7 +189,9 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
                                         " bytes wait for the connection");
   }
   // Registered before it is written, so that a fast answer finds it.
-  const std::uint64_t id = ask ? register_call(route, deadline, false, !backlogged) : 0;
+  // The call owns the span from here (take_call ends it).
+  const std::uint64_t id =
+      ask ? register_call(route, deadline, false, !backlogged, std::exchange(span, nullptr)) : 0;
   std::size_t bytes = 0;
   codec_scope scope(&node_);  // for a pid inside the message (encode_pid)
   error e = append_locked(
@@ -141,7 +205,7 @@ error association::send_user(envelope_fields f, const message& msg, akt::detail:
       },
       urgent);
   if (e) {
-    if (ask) (void)take_call(id);
+    if (ask) (void)take_call(id, true);
     refused_.fetch_add(1, std::memory_order_relaxed);
     return e;
   }
@@ -235,6 +299,7 @@ void association::shut_down(std::chrono::steady_clock::time_point deadline) {
   dead_letter_backlog(backlog, error(errc::system_shutting_down,
                                      "the node stopped before " + key_ + " was reachable"));
   for (auto& [id, call] : calls) {
+    akt::detail::finish_open_span(call.span, true);
     result<message> r(error(errc::system_shutting_down, "the node stops"));
     (void)call.route->complete(r);
   }

@@ -40,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actor/tracer.hpp"
 #include "akt/actor/pid.hpp"
 #include "akt/actor/remote_config.hpp"
 #include "akt/core/result.hpp"
@@ -175,6 +176,9 @@ class association : public std::enable_shared_from_this<association> {
     // An ask's registration (steady clock ns) while metrics are on, for its round trip
     // (akt_remote_ask_seconds); 0: not timed (metrics off, or a control call).
     std::int64_t asked_ns = 0;
+    // A traced call's client span (owned; finished when the call leaves the table); null when
+    // the call is not traced.
+    akt::detail::open_span* span = nullptr;
   };
   enum class lane_state : std::uint8_t { idle, connecting, up, backoff };
   struct lane_slot {
@@ -192,9 +196,11 @@ class association : public std::enable_shared_from_this<association> {
   void lose_peer(const error& why);
   void check_lost_deadline();
   std::uint64_t register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
-                              bool control, bool sent);
-  // Removes call `id`; its route (null when it is gone), and its asked_ns in *asked_ns.
-  akt::detail::reply_route* take_call(std::uint64_t id, std::int64_t* asked_ns = nullptr);
+                              bool control, bool sent, akt::detail::open_span* span = nullptr);
+  // Removes call `id`: its route (null when it is gone), its asked_ns in *asked_ns; failed: how
+  // the call's client span (if traced) ends.
+  akt::detail::reply_route* take_call(std::uint64_t id, bool failed = false,
+                                      std::int64_t* asked_ns = nullptr);
   // Appends a frame to lane l (mutex_ held): to its connection when up, else its backlog. A
   // frame whose body is above max_body_ is taken back and refused (message_too_large): the
   // peer would close the connection on it, and every frame behind it with it.
@@ -202,7 +208,15 @@ class association : public std::enable_shared_from_this<association> {
   error append_locked(lane l, F&& fill, bool urgent = false);
   // The common part of the two sends above (f: everything but the type id and deadline).
   error send_user(envelope_fields f, const message& msg, akt::detail::reply_route* route,
-                  std::int64_t deadline_ns, const remote_cell* to);
+                  std::int64_t deadline, const remote_cell* to,
+                  akt::detail::open_span* span = nullptr);
+  // A client span for a traced message to `target` (null when ctx is not a trace or tracing is
+  // off here); writes the context the peer gets into f.
+  error send_user_traced(envelope_fields& f, const message& msg, akt::detail::reply_route* route,
+                         std::int64_t deadline, const remote_cell* to,
+                         akt::detail::open_span*& span);
+  akt::detail::open_span* open_client_span(const span_context& ctx, bool ask,
+                                           std::string_view target, envelope_fields& f);
   // The refusal of a frame of `body` bytes (the cold path of append_locked).
   error too_large(std::size_t body) const;
   // Moves the frames of `backlog` whose body is above `limit` to `out` (mutex_ held).

@@ -22,12 +22,12 @@ std::int64_t steady_now_ns() noexcept {
 }  // namespace
 
 std::uint64_t association::register_call(akt::detail::reply_route* route, std::int64_t deadline_ns,
-                                         bool control, bool sent) {
+                                         bool control, bool sent, akt::detail::open_span* span) {
   // One clock read per remote ask, and only while metrics are on.
   const std::int64_t asked = !control && ask_seconds_ ? steady_now_ns() : 0;
   std::lock_guard<std::mutex> lock(calls_mutex_);
   const std::uint64_t id = next_call_++;
-  const pending_call call{route, deadline_ns, control, sent, asked};
+  const pending_call call{route, deadline_ns, control, sent, asked, span};
   if (spare_calls_.empty()) {
     calls_.emplace(id, call);
     return id;
@@ -40,20 +40,28 @@ std::uint64_t association::register_call(akt::detail::reply_route* route, std::i
   return id;
 }
 
-akt::detail::reply_route* association::take_call(std::uint64_t id, std::int64_t* asked_ns) {
-  std::lock_guard<std::mutex> lock(calls_mutex_);
-  auto it = calls_.find(id);
-  if (it == calls_.end()) return nullptr;
-  call_map::node_type entry = calls_.extract(it);
-  akt::detail::reply_route* r = entry.mapped().route;
-  if (asked_ns != nullptr) *asked_ns = entry.mapped().asked_ns;
-  if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
+akt::detail::reply_route* association::take_call(std::uint64_t id, bool failed,
+                                                 std::int64_t* asked_ns) {
+  akt::detail::reply_route* r = nullptr;
+  akt::detail::open_span* span = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return nullptr;
+    call_map::node_type entry = calls_.extract(it);
+    r = entry.mapped().route;
+    if (asked_ns != nullptr) *asked_ns = entry.mapped().asked_ns;
+    span = std::exchange(entry.mapped().span, nullptr);
+    if (spare_calls_.size() < k_spare_calls) spare_calls_.push_back(std::move(entry));
+  }
+  // The client span of a traced ask ends with its answer (or its refusal before it went out).
+  if (AKT_UNLIKELY(span != nullptr)) akt::detail::finish_open_span(span, failed);
   return r;
 }
 
 void association::complete_call(std::uint64_t id, result<message> value, bool answered) {
   std::int64_t asked = 0;
-  akt::detail::reply_route* route = take_call(id, &asked);
+  akt::detail::reply_route* route = take_call(id, false, &asked);
   if (route == nullptr) return;  // answered already, expired, or failed: a late answer is dropped
   if (asked != 0 && answered)
     ask_seconds_.observe(static_cast<double>(steady_now_ns() - asked) * 1e-9);
@@ -64,17 +72,20 @@ void association::complete_call(std::uint64_t id, result<message> value, bool an
 
 void association::expire_calls(std::int64_t now_ns) {
   std::vector<akt::detail::reply_route*> expired;
+  std::vector<akt::detail::open_span*> spans;
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (it->second.deadline_ns != 0 && it->second.deadline_ns <= now_ns) {
         expired.push_back(it->second.route);
+        if (it->second.span != nullptr) spans.push_back(it->second.span);
         it = calls_.erase(it);
       } else {
         ++it;
       }
     }
   }
+  for (akt::detail::open_span* s : spans) akt::detail::finish_open_span(s, true);
   for (akt::detail::reply_route* r : expired) {
     result<message> v(error(errc::request_timeout, "no answer from " + key_ + " in time"));
     (void)r->complete(v);

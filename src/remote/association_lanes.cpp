@@ -429,6 +429,7 @@ void association::lose_peer(const error& why) {
     static_cast<remote_cell*>(akt::detail::cell_of(p))->mark_terminated();
   dead_letter_backlog(backlog, error(errc::unreachable, key_ + ": " + why.message()));
   for (auto& [id, call] : calls) {
+    akt::detail::finish_open_span(call.span, true);
     // Sent: it may have run before the peer went (connection_lost); never sent: unreachable.
     result<message> r(restarted   ? why
                       : call.sent ? error(errc::connection_lost, why.message())

@@ -337,6 +337,18 @@ akt::detail::delivery_fields inbound_link::delivery_of(const frame_header& h,
                                                        const envelope_fields& f) {
   akt::detail::delivery_fields d;
   d.flags = envelope::flag_remote_origin;
+  if (AKT_UNLIKELY(f.trace_span_id != 0)) {
+    // A traced message: its server span opens now (its arrival) and closes with its handler;
+    // a node that does not trace drops the context (the message is handled all the same).
+    if (node_.core()->tracer() != nullptr) {
+      span_context ctx;
+      ctx.trace_id = f.trace_id;
+      ctx.span_id = f.trace_span_id;
+      ctx.flags = f.trace_flags;
+      d.trace.reset(new (std::nothrow) akt::detail::trace_state{
+          ctx, akt::detail::tracer::new_span_id(), akt::detail::unix_now_ns()});
+    }
+  }
   if (f.sender_uid != 0) {
     pid sender = origin_->proxy(f.sender_uid, "");
     d.sender = akt::detail::cell_of(sender);

@@ -47,9 +47,17 @@ void put_envelope_head(byte_writer& w, const envelope_fields& f, std::uint64_t t
   w.put_varint(f.deadline_left_ns);
   // The flag follows the token: an encoder given a token sets it, one without clears it.
   const bool claimed = f.target_kind == envelope_target::grain && f.claim_token > 0;
-  w.put_u8(claimed ? (f.flags | k_envelope_claimed)
-                   : static_cast<std::uint8_t>(f.flags & ~k_envelope_claimed));
+  const bool traced = f.trace_span_id != 0;
+  std::uint8_t flags = f.flags & ~(k_envelope_claimed | k_envelope_traced);
+  if (claimed) flags |= k_envelope_claimed;
+  if (traced) flags |= k_envelope_traced;
+  w.put_u8(flags);
   if (claimed) w.put_varint(static_cast<std::uint64_t>(f.claim_token));
+  if (traced) {
+    w.put_bytes(f.trace_id.data(), f.trace_id.size());
+    w.put_u64(f.trace_span_id);
+    w.put_u8(f.trace_flags);
+  }
   w.put_u64(type_id);
 }
 
@@ -184,6 +192,20 @@ std::string_view decode_envelope(byte_span body, envelope_fields& f, byte_span& 
     if (token == 0 || token > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       return "envelope: claim token out of range";
     f.claim_token = static_cast<std::int64_t>(token);
+  }
+  f.trace_id = {};
+  f.trace_span_id = 0;
+  f.trace_flags = 0;
+  if ((f.flags & k_envelope_traced) != 0) {
+    if (r.remaining() < k_trace_context_bytes) return "envelope: truncated trace context";
+    bool any = false;
+    for (std::uint8_t& b : f.trace_id) {
+      (void)r.get_u8(b);
+      any = any || b != 0;
+    }
+    (void)r.get_u64(f.trace_span_id);
+    (void)r.get_u8(f.trace_flags);
+    if (!any || f.trace_span_id == 0) return "envelope: invalid trace context";
   }
   if (!r.get_u64(f.type_id)) return "envelope: truncated type id";
   payload = r.rest();

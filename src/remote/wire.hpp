@@ -11,6 +11,7 @@
 // Protobuf stays behind this header: it names google::protobuf::MessageLite by a forward
 // declaration only; the generated classes are in "remote/wire.pb.h".
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -37,7 +38,13 @@ inline constexpr std::uint8_t k_envelope_acknowledged = 1;  // a grain tell that
 // positive varint) follows the flags; the owner refuses the message (marked not_owner) unless
 // its activation holds that claim.
 inline constexpr std::uint8_t k_envelope_claimed = 2;
-inline constexpr std::uint8_t k_envelope_known_flags = k_envelope_acknowledged | k_envelope_claimed;
+// A traced message: its W3C trace context follows the claim token (or the flags): the trace id
+// (16 bytes, nonzero), the sender's span id (8 bytes little-endian, nonzero) and the trace flags
+// (1 byte). 25 bytes, present only on traced messages.
+inline constexpr std::uint8_t k_envelope_traced = 4;
+inline constexpr std::size_t k_trace_context_bytes = 25;
+inline constexpr std::uint8_t k_envelope_known_flags =
+    k_envelope_acknowledged | k_envelope_claimed | k_envelope_traced;
 
 // The fields of a tell or ask body before the payload. target_grain views bytes the caller
 // keeps alive (on decode: the frame body).
@@ -50,6 +57,11 @@ struct envelope_fields {
   std::uint8_t flags = 0;
   std::int64_t claim_token = 0;  // grain targets with k_envelope_claimed: positive
   std::uint64_t type_id = 0;     // the payload's type; encoders take it from the serializer
+  // Encoders write a trace context when trace_span_id != 0 (the flag follows it, as for the
+  // claim); the decoder sets them under k_envelope_traced, else clears them.
+  std::array<std::uint8_t, 16> trace_id{};
+  std::uint64_t trace_span_id = 0;
+  std::uint8_t trace_flags = 0;
 };
 
 // ---- encoders: each appends one frame to w ----

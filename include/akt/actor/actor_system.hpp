@@ -34,6 +34,7 @@
 #include "akt/actor/spawn_options.hpp"
 #include "akt/actor/supervisor.hpp"
 #include "akt/actor/topics.hpp"
+#include "akt/actor/tracing.hpp"
 #include "akt/core/logger.hpp"
 #include "akt/core/result.hpp"
 #include "akt/metrics/metrics_config.hpp"
@@ -80,6 +81,9 @@ struct system_config {
   // The runtime's own metrics (include/akt/metrics/metrics_config.hpp); off by default. The
   // registry (actor_system::metrics()) takes the user's metrics either way.
   metrics_config metrics = {};
+  // Tracing (include/akt/actor/tracing.hpp): set, messages carry W3C trace context and the
+  // runtime records spans; unset (the default), nothing is traced and nothing travels.
+  std::optional<tracing_config> tracing = std::nullopt;
 };
 
 // Figures of one actor (actor_system::stats(pid)).
@@ -230,6 +234,8 @@ class actor_system {
   // Publish/subscribe between this system's actors, by topic name (see topics.hpp).
   akt::topics& topics() noexcept;
   system_stats stats() const noexcept;
+  // The tracer's counters (all zero when tracing is off).
+  akt::tracing_stats trace_stats() const noexcept;
   actor_stats stats(const pid& actor) const noexcept;
   akt::logger& logger() const noexcept;
   // The system's metrics registry (include/akt/metrics/registry.hpp): the user's metrics, and

@@ -31,6 +31,7 @@ class receive_context;
 namespace detail {
 class reply_route;
 class system_core;
+struct trace_state;
 struct context_access;
 using continuation = std::function<void(receive_context&, result<message>)>;
 using piped_task = std::function<result<message>()>;
@@ -333,7 +334,14 @@ class alignas(64) receive_context final : public envelope {
   // Late-reply guard: set once a reply has been delivered or the ask completed, so a second
   // reply is dropped. reset() leaves it set on purpose (build clears it); a clone clears it.
   bool reply_closed_ = false;
+  // The message's trace (owned), meaningful only under flag_traced: reset() tests the flag, not
+  // this field, so an untraced message never touches it. It sits in what was the padding at the
+  // end of the second line: sizeof(receive_context) stays 128.
+  detail::trace_state* trace_ = nullptr;
+  void drop_trace() noexcept;
 };
+static_assert(sizeof(void*) != 8 || sizeof(receive_context) == 128,
+              "the envelope is two cache lines (see envelope's layout)");
 
 template <class F>
 error receive_context::pipe_to(const pid& to, F&& task, std::chrono::nanoseconds timeout) {

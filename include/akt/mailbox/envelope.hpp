@@ -34,6 +34,9 @@ class envelope : public mpsc_node {
     // The payload is still in its wire form (remote_origin): the receiver's turn decodes it
     // before the handler, so the I/O thread only frames and routes.
     flag_encoded = 1u << 4,
+    // The message belongs to a trace: the receive_context holds its trace state (a pointer kept
+    // outside the first cache line, read only under this flag). See src/actor/tracer.hpp.
+    flag_traced = 1u << 5,
   };
 
   const akt::message& payload() const noexcept { return msg_; }

@@ -173,6 +173,8 @@ class actor_cell : public schedulable {
   // invoke, timed for akt_actor_handler_seconds: the turn calls it for one message in
   // metrics.handler_sample_every per thread (see run_turn).
   void invoke_sampled(receive_context& env) noexcept;
+  // invoke inside a handler span, for a message under envelope::flag_traced (tracer.cpp).
+  void invoke_traced(receive_context& env) noexcept;
   void handle_system(receive_context& env) noexcept;
   void queue_reply(std::uint64_t id, result<message> reply, actor_cell* from) noexcept;
   void run_continuation(receive_context& env, request_reply& r);
