@@ -95,7 +95,7 @@ void grain_metrics::collect(akt::metrics::snapshot& out) {
            metric_type::counter,
            [&](std::size_t, const grain_kind_figures& f) { return load(f.deactivations); });
   per_kind("akt_grain_messages_total",
-           "User messages (and keep-alive timer ticks) handled by the kind's activations.",
+           "User messages (and keep-alive timer ticks) the kind's cells took from their mailboxes.",
            metric_type::counter,
            [&](std::size_t i, const grain_kind_figures&) { return double(messages[i]); });
   auto& refusals = out.add_family(

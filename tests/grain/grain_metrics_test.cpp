@@ -150,6 +150,27 @@ TEST(GrainMetrics, RefusalsAreCountedByKindAndReason) {
   g_failing_activations = 0;
 }
 
+TEST(GrainMetrics, AFullMailboxIsCountedOnTheDirectPathAndThroughTheDirectory) {
+  // Deterministic: no turn runs until the test runs them, so the mailbox fills.
+  akt::system_config cfg = metrics_on(false);
+  cfg.deterministic = true;
+  akt::actor_system sys("g-metrics-full", cfg);
+  ASSERT_TRUE(sys.start());
+  akt::grain_options o;
+  o.mailbox_capacity = 2;
+  ASSERT_FALSE(akt::with_grain_default_options<counted>(sys, o));
+  auto ref = akt::get_grain<counted>(sys, "full");
+  ASSERT_TRUE(ref) << ref.error().message();
+  ASSERT_FALSE(ref->tell_one_way(add{1}));  // activates it, through the directory
+  ASSERT_FALSE(ref->tell_one_way(add{1}));  // the remembered activation: the direct path
+  EXPECT_EQ(ref->tell_one_way(add{1}).code(), errc::mailbox_full);
+  EXPECT_EQ(value(sys, "akt_grain_refusals_total", {{"reason", "mailbox_full"}}), 1);
+  EXPECT_EQ(akt::tell_grain(sys, id("full"), add{1}, {.one_way = true}).code(), errc::mailbox_full);
+  EXPECT_EQ(value(sys, "akt_grain_refusals_total", {{"reason", "mailbox_full"}}), 2);
+  sys.run_until_idle();
+  EXPECT_EQ(value(sys, "akt_grain_messages_total"), 2);
+}
+
 TEST(GrainMetrics, ScrapesDuringActivationsAndIdleDeactivationsNeverGoBackAndEndExact) {
   akt::actor_system sys("g-metrics-race", metrics_on(false));
   ASSERT_TRUE(sys.start());
