@@ -82,9 +82,9 @@ void finish_open_span(open_span* s, bool failed) noexcept;
 // A system's tracer: ids, sampling and the exporter's thread.
 //
 // Contract:
-// - finish (any thread, workers included): lock-free? no: takes queue_mutex_ for a push (never
-//   waits for the exporter: it only swaps the queue out under the lock), drops the span and
-//   counts it when queue_capacity spans already wait.
+// - finish (any thread, workers included): blocking only for a push under queue_mutex_, which
+//   the exporter holds only to take a batch out (never while exporting); when queue_capacity
+//   spans already wait it drops the span and counts it, never waits for room.
 // - new_span_id, new_trace_id, sample_root: any thread, lock-free (a thread-local generator).
 // - The exporter thread calls the sink and posts OTLP; it ends in stop() after a last flush.
 // Memory: at most queue_capacity waiting spans plus the batch being exported.
