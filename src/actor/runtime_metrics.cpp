@@ -206,12 +206,20 @@ void runtime_metrics::collect(metrics::snapshot& snap) {
     }
   }
 
+  auto timed = [&](std::size_t k) {
+    if (k >= buckets.size()) return false;
+    for (std::uint64_t b : buckets[k])
+      if (b > 0) return true;
+    return false;
+  };
   std::vector<std::string> names(std::max(n, buckets.size()));
   for (std::size_t k = 0; k < names.size(); ++k) {
+    // A kind once reported stays (last_messages_): a stopping actor between the registry and its
+    // kind's total must not make its kind vanish from one scrape.
     const bool used = (k < n && (by_kind[k].actors > 0 || by_kind[k].processed > 0 ||
-                                 totals[k].processed_by_stopped > 0 || totals[k].failures > 0 ||
-                                 totals[k].restarts > 0)) ||
-                      (k < buckets.size() && buckets[k].back() + sums[k] > 0);
+                                 last_messages_[k] > 0 || totals[k].processed_by_stopped > 0 ||
+                                 totals[k].failures > 0 || totals[k].restarts > 0)) ||
+                      timed(k);
     if (used) names[k] = actor_kind_name(static_cast<std::uint32_t>(k));
   }
 
@@ -252,7 +260,7 @@ void runtime_metrics::collect(metrics::snapshot& snap) {
       "Handler time by kind, SAMPLED: one message in handler_sample_every per worker is timed.",
       metric_type::histogram, std::move(bounds));
   for (std::size_t k = 0; k < buckets.size(); ++k) {
-    if (names[k].empty() || buckets[k].back() + sums[k] == 0) continue;
+    if (names[k].empty() || !timed(k)) continue;
     std::vector<std::uint64_t> cumulative(k_handler_bounds_ns.size());
     std::uint64_t running = 0;
     for (std::size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = running += buckets[k][i];
