@@ -40,7 +40,41 @@ namespace akt_bench {
 // Settings from the environment, to measure what they gain or cost a shape on this machine with
 // one binary: AKT_BENCH_SPIN_ROUNDS=<n> (n > 0) sets system_config::spin_rounds (the
 // dispatcher's idle spin); AKT_BENCH_IO_POLL_US=<us> sets remote_config::io_poll of a node.
+// Observability for the A/B overhead variants (issue 21; docs/benchmarks.md, "Observability"):
+// a variant sets the mode for the run of its shape, and every system the shape builds goes
+// through with_env_overrides, so the shape's code is the same in both variants.
+//   metrics_http: the runtime's metrics on and the HTTP endpoint listening (127.0.0.1, a free
+//     port); nothing scrapes during the run (a scrape's own cost is MetricsScrape100kActors).
+//   tracing_unsampled: tracing on with sampling ratio 0 and a sink: no message is traced, so
+//     what is measured is the test every send and turn pays for tracing being possible.
+enum class observe_mode { off, metrics_http, tracing_unsampled };
+inline observe_mode& current_observe_mode() {
+  static observe_mode mode = observe_mode::off;  // set and read by the benchmark thread only
+  return mode;
+}
+struct observed {
+  explicit observed(observe_mode m) { current_observe_mode() = m; }
+  ~observed() { current_observe_mode() = observe_mode::off; }
+  observed(const observed&) = delete;
+  observed& operator=(const observed&) = delete;
+};
+
 inline akt::system_config with_env_overrides(akt::system_config cfg) {
+  switch (current_observe_mode()) {
+    case observe_mode::off:
+      break;
+    case observe_mode::metrics_http:
+      cfg.metrics.enabled = true;
+      cfg.http = akt::http_config{};
+      break;
+    case observe_mode::tracing_unsampled: {
+      akt::tracing_config t;
+      t.sampling_ratio = 0.0;
+      t.sink = [](const akt::span_data&) {};
+      cfg.tracing = std::move(t);
+      break;
+    }
+  }
   if (const char* e = std::getenv("AKT_BENCH_SPIN_ROUNDS")) {
     const long v = std::strtol(e, nullptr, 10);
     if (v > 0) cfg.spin_rounds = static_cast<unsigned>(v);

@@ -101,7 +101,7 @@ BENCHMARK(BM_GrainTellOneWayPairwise)->UseRealTime()->Unit(benchmark::kMilliseco
 
 // 10b. GrainRefTellOneWayPairwise: the same through a grain_ref per producer, whose one-way tells
 // go straight to the activation they reached (no directory lookup, no lock).
-void BM_GrainRefTellOneWayPairwise(benchmark::State& state) {
+void grain_ref_tell_one_way_pairwise(benchmark::State& state) {
   const unsigned n = akt_bench::pair_count();
   bench_system bs(state);
   if (!bs.ok) return;
@@ -116,7 +116,24 @@ void BM_GrainRefTellOneWayPairwise(benchmark::State& state) {
     return static_cast<bool>(refs[i].tell_one_way(ping{static_cast<long>(k)}));
   });
 }
+void BM_GrainRefTellOneWayPairwise(benchmark::State& state) {
+  grain_ref_tell_one_way_pairwise(state);
+}
 BENCHMARK(BM_GrainRefTellOneWayPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+// 10c. The same with metrics and the HTTP endpoint on, and with tracing on but unsampled (issue
+// 21's overhead targets).
+void BM_GrainRefTellOneWayPairwiseObserved(benchmark::State& state) {
+  observed o(observe_mode::metrics_http);
+  grain_ref_tell_one_way_pairwise(state);
+}
+BENCHMARK(BM_GrainRefTellOneWayPairwiseObserved)->UseRealTime()->Unit(benchmark::kMillisecond);
+void BM_GrainRefTellOneWayPairwiseTracingUnsampled(benchmark::State& state) {
+  observed o(observe_mode::tracing_unsampled);
+  grain_ref_tell_one_way_pairwise(state);
+}
+BENCHMARK(BM_GrainRefTellOneWayPairwiseTracingUnsampled)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // ---------------------------------------------------------------------------------------------
 // 11. GrainAskPairwise and 12. GrainTellPairwise: AskPairwise with grains. hardware_concurrency

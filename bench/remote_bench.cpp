@@ -311,6 +311,18 @@ void remote_tell_single_pair(benchmark::State& state) {
 }
 void BM_RemoteTellSinglePair(benchmark::State& state) { remote_tell_single_pair<false>(state); }
 BENCHMARK(BM_RemoteTellSinglePair)->UseRealTime();
+// The same with metrics and the HTTP endpoint on both nodes, and with tracing on but unsampled
+// (issue 21's overhead targets).
+void BM_RemoteTellSinglePairObserved(benchmark::State& state) {
+  observed o(observe_mode::metrics_http);
+  remote_tell_single_pair<false>(state);
+}
+BENCHMARK(BM_RemoteTellSinglePairObserved)->UseRealTime();
+void BM_RemoteTellSinglePairTracingUnsampled(benchmark::State& state) {
+  observed o(observe_mode::tracing_unsampled);
+  remote_tell_single_pair<false>(state);
+}
+BENCHMARK(BM_RemoteTellSinglePairTracingUnsampled)->UseRealTime();
 void BM_RemoteTell1KB(benchmark::State& state) { remote_tell_single_pair<true>(state); }
 BENCHMARK(BM_RemoteTell1KB)->UseRealTime();
 

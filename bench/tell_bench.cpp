@@ -35,6 +35,18 @@ void tell_single_pair(benchmark::State& state) {
 }
 void BM_TellSinglePair(benchmark::State& state) { tell_single_pair<counting_sink>(state); }
 BENCHMARK(BM_TellSinglePair)->UseRealTime();
+// 1a. The same with metrics and the HTTP endpoint on, and with tracing on but unsampled: the
+// A/B pairs of issue 21's overhead targets (scripts/bench_ratio_runs.sh runs them interleaved).
+void BM_TellSinglePairObserved(benchmark::State& state) {
+  observed o(observe_mode::metrics_http);
+  tell_single_pair<counting_sink>(state);
+}
+BENCHMARK(BM_TellSinglePairObserved)->UseRealTime();
+void BM_TellSinglePairTracingUnsampled(benchmark::State& state) {
+  observed o(observe_mode::tracing_unsampled);
+  tell_single_pair<counting_sink>(state);
+}
+BENCHMARK(BM_TellSinglePairTracingUnsampled)->UseRealTime();
 
 // 1b. TellSinglePairGetIfChain / TellSinglePairMatch: the same with a receiver that tells three
 // message types apart, written as an if / else-if chain on get_if and with akt::match (ping

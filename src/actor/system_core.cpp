@@ -108,6 +108,9 @@ void system_core::log_record_of(log_level level, std::string_view component, std
   rec.text = text;
   rec.node = r != nullptr ? std::string_view(node) : std::string_view(name_);
   rec.actor = actor;
+  // Inside a traced handler (or a trace_scope), the event belongs to that trace.
+  const std::string trace = current_trace_id();
+  rec.trace_id = trace;
   try {
     logger_->log(rec);
   } catch (...) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,46 @@ TEST(Observability_Logger, AnActorFailureCarriesTheNodeAndTheActorAsFields) {
   EXPECT_EQ(r.text.find("node="), std::string::npos) << "fields are not folded into the text";
   EXPECT_TRUE(r.trace_id.empty()) << "no trace without tracing";
   EXPECT_EQ(log->three_argument_calls.load(), 0);
+}
+
+// Throws inside its handler after noting the trace it runs in.
+struct traced_failure {};
+class trace_noter : public akt::actor {
+ public:
+  explicit trace_noter(std::string* seen) : seen_(seen) {}
+  void receive(akt::receive_context& ctx) override {
+    if (!ctx.is<traced_failure>()) return ctx.unhandled();
+    *seen_ = akt::current_trace_id();  // read by the test after the log record arrived
+    throw std::runtime_error("traced oops");
+  }
+
+ private:
+  std::string* seen_;
+};
+
+TEST(Observability_Logger, AnEventInATracedHandlerCarriesItsTraceId) {
+  auto log = std::make_shared<record_logger>();
+  akt::tracing_config tracing;
+  tracing.sink = [](const akt::span_data&) {};
+  akt::system_config cfg;
+  cfg.workers = 1;
+  cfg.logger = log;
+  cfg.tracing = tracing;
+  akt::actor_system sys("traced-node", cfg);
+  ASSERT_TRUE(sys.start());
+  std::string seen;
+  auto p = sys.spawn<trace_noter>("noter", &seen);
+  ASSERT_TRUE(p);
+  {
+    akt::trace_scope scope(sys, "test");
+    ASSERT_FALSE(p->tell(traced_failure{}));
+  }
+  ASSERT_TRUE(eventually([&] { return !log->snapshot().empty(); }));
+  const auto r = log->snapshot().front();
+  EXPECT_EQ(r.actor, "noter");
+  EXPECT_EQ(r.trace_id.size(), 32u) << r.text;
+  EXPECT_EQ(r.trace_id, seen) << "the handler's trace";
+  ASSERT_TRUE(sys.stop());
 }
 
 TEST(Observability_Logger, FormatFieldsLeavesTheEmptyFieldsOut) {
