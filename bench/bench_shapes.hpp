@@ -225,4 +225,67 @@ void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, C
   run_pairwise_calls(state, bs.sys, n, std::move(call), probe);
 }
 
+// ---- shapes shared by several benchmarks ----
+
+// TellSinglePair (tell_bench.cpp): one producer (the benchmark thread) -> one receiver of type
+// Sink, one tell per iteration; the last iteration waits until the receiver processed them all.
+template <class Sink>
+void run_tell_single_pair(benchmark::State& state, akt::system_config config = {}) {
+  completion done;
+  bench_system bs(state, "bench", std::move(config));
+  if (!bs.ok) return;
+  akt::pid sink = spawn_or_fail<Sink>(state, bs.sys, "sink", &done);
+  if (!sink) return;
+  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
+
+  const std::uint64_t base = done.count();
+  const auto total = static_cast<std::uint64_t>(state.max_iterations);
+  std::uint64_t sent = 0;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (sink.tell(ping{static_cast<long>(sent)})) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    if (++sent == total) done.wait_for(base + total);
+  }
+  r.report(state, &bs.sys, sent, sent);
+}
+
+// TellSteadyState (tell_bench.cpp): TellSinglePair with at most k_steady_window messages in
+// flight, so the envelope pool never runs dry and the steady-state tell allocates nothing.
+constexpr std::uint64_t k_steady_window = 256;
+
+inline void run_tell_steady_state(benchmark::State& state, akt::system_config config = {}) {
+  completion done;
+  bench_system bs(state, "bench", std::move(config));
+  if (!bs.ok) return;
+  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
+  if (!sink) return;
+  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
+
+  const std::uint64_t base = done.count();
+  const auto total = static_cast<std::uint64_t>(state.max_iterations);
+  std::uint64_t sent = 0;
+  std::uint64_t processed = 0;  // last seen, relative to base
+  backoff wait;
+  region r(&bs.sys);
+  for (auto _ : state) {
+    if (sent - processed >= k_steady_window) {
+      processed = done.count() - base;
+      wait.reset();
+      while (sent - processed >= k_steady_window) {
+        wait.pause();
+        processed = done.count() - base;
+      }
+    }
+    if (sink.tell(ping{static_cast<long>(sent)})) {
+      state.SkipWithError("tell failed");
+      break;
+    }
+    if (++sent == total) done.wait_for(base + total);
+  }
+  r.report(state, &bs.sys, sent, sent);
+}
+
 }  // namespace akt_bench

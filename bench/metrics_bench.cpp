@@ -30,25 +30,7 @@ akt::system_config metrics_config(const benchmark::State& state) {
 }
 
 void BM_TellSinglePairMetrics(benchmark::State& state) {
-  completion done;
-  bench_system bs(state, "bench-metrics", metrics_config(state));
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
-  const auto total = static_cast<std::uint64_t>(state.max_iterations);
-  std::uint64_t sent = 0;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    if (sink.tell(ping{static_cast<long>(sent)})) {
-      state.SkipWithError("tell failed");
-      break;
-    }
-    if (++sent == total) done.wait_for(base + total);
-  }
-  r.report(state, &bs.sys, sent, sent);
+  run_tell_single_pair<counting_sink>(state, metrics_config(state));
 }
 BENCHMARK(BM_TellSinglePairMetrics)
     ->Args({0, 64})
@@ -58,36 +40,7 @@ BENCHMARK(BM_TellSinglePairMetrics)
     ->UseRealTime();
 
 void BM_TellSteadyStateMetrics(benchmark::State& state) {
-  constexpr std::uint64_t k_window = 256;
-  completion done;
-  bench_system bs(state, "bench-metrics", metrics_config(state));
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
-  const auto total = static_cast<std::uint64_t>(state.max_iterations);
-  std::uint64_t sent = 0;
-  std::uint64_t processed = 0;  // last seen, relative to base
-  backoff wait;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    if (sent - processed >= k_window) {
-      processed = done.count() - base;
-      wait.reset();
-      while (sent - processed >= k_window) {
-        wait.pause();
-        processed = done.count() - base;
-      }
-    }
-    if (sink.tell(ping{static_cast<long>(sent)})) {
-      state.SkipWithError("tell failed");
-      break;
-    }
-    if (++sent == total) done.wait_for(base + total);
-  }
-  r.report(state, &bs.sys, sent, sent);
+  run_tell_steady_state(state, metrics_config(state));
 }
 BENCHMARK(BM_TellSteadyStateMetrics)
     ->Args({0, 64})

@@ -11,40 +11,18 @@ namespace {
 // 1. TellSinglePair: one producer (the benchmark thread) -> one receiver. One tell per
 // iteration; the last iteration waits until the receiver has processed all of them.
 
-template <class Sink>
-void tell_single_pair(benchmark::State& state) {
-  completion done;
-  bench_system bs(state);
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<Sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
-  const auto total = static_cast<std::uint64_t>(state.max_iterations);
-  std::uint64_t sent = 0;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    if (sink.tell(ping{static_cast<long>(sent)})) {
-      state.SkipWithError("tell failed");
-      break;
-    }
-    if (++sent == total) done.wait_for(base + total);
-  }
-  r.report(state, &bs.sys, sent, sent);
-}
-void BM_TellSinglePair(benchmark::State& state) { tell_single_pair<counting_sink>(state); }
+void BM_TellSinglePair(benchmark::State& state) { run_tell_single_pair<counting_sink>(state); }
 BENCHMARK(BM_TellSinglePair)->UseRealTime();
 // 1a. The same with metrics and the HTTP endpoint on, and with tracing on but unsampled: the
 // A/B pairs of issue 21's overhead targets (scripts/bench_ratio_runs.sh runs them interleaved).
 void BM_TellSinglePairObserved(benchmark::State& state) {
   observed o(observe_mode::metrics_http);
-  tell_single_pair<counting_sink>(state);
+  run_tell_single_pair<counting_sink>(state);
 }
 BENCHMARK(BM_TellSinglePairObserved)->UseRealTime();
 void BM_TellSinglePairTracingUnsampled(benchmark::State& state) {
   observed o(observe_mode::tracing_unsampled);
-  tell_single_pair<counting_sink>(state);
+  run_tell_single_pair<counting_sink>(state);
 }
 BENCHMARK(BM_TellSinglePairTracingUnsampled)->UseRealTime();
 
@@ -77,49 +55,21 @@ struct match_sink final : akt::actor {
   }
   completion* done;
 };
-void BM_TellSinglePairGetIfChain(benchmark::State& state) { tell_single_pair<chain_sink>(state); }
+void BM_TellSinglePairGetIfChain(benchmark::State& state) {
+  run_tell_single_pair<chain_sink>(state);
+}
 BENCHMARK(BM_TellSinglePairGetIfChain)->UseRealTime();
-void BM_TellSinglePairMatch(benchmark::State& state) { tell_single_pair<match_sink>(state); }
+void BM_TellSinglePairMatch(benchmark::State& state) { run_tell_single_pair<match_sink>(state); }
 BENCHMARK(BM_TellSinglePairMatch)->UseRealTime();
 
 // =============================================================================================
-// 8. TellSteadyState: TellSinglePair with at most k_window messages in flight (sent but not yet
-// processed). The receiver recycles envelopes as fast as they are taken, so the envelope pool
+// 8. TellSteadyState: TellSinglePair with at most k_steady_window messages in flight (sent but not
+// yet processed). The receiver recycles envelopes as fast as they are taken, so the envelope pool
 // never runs dry: the steady-state tell path allocates nothing.
 
-constexpr std::uint64_t k_window = 256;
-
 void BM_TellSteadyState(benchmark::State& state) {
-  completion done;
-  bench_system bs(state);
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
-  const auto total = static_cast<std::uint64_t>(state.max_iterations);
-  std::uint64_t sent = 0;
-  std::uint64_t processed = 0;  // last seen, relative to base
-  backoff wait;
-  region r(&bs.sys);
-  for (auto _ : state) {
-    if (sent - processed >= k_window) {
-      processed = done.count() - base;
-      wait.reset();
-      while (sent - processed >= k_window) {
-        wait.pause();
-        processed = done.count() - base;
-      }
-    }
-    if (sink.tell(ping{static_cast<long>(sent)})) {
-      state.SkipWithError("tell failed");
-      break;
-    }
-    if (++sent == total) done.wait_for(base + total);
-  }
-  r.report(state, &bs.sys, sent, sent);
-  state.counters["window"] = static_cast<double>(k_window);
+  run_tell_steady_state(state);
+  state.counters["window"] = static_cast<double>(k_steady_window);
 }
 BENCHMARK(BM_TellSteadyState)->UseRealTime();
 
