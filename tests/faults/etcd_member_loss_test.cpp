@@ -173,11 +173,23 @@ TEST(Faults, EtcdLeaderLossFailoverIsBounded) {
   EXPECT_EQ(r.failover_unrecovered, 0u) << "a grain of a killed node never answered again";
   // Each round: etcd's share (the kill to the driver's node_left of the killed node) and akt's
   // (the rest of each grain's failover). The K lines are in the order of node_kills.
-  ASSERT_EQ(r.failover_ms_by_kill.size(), node_kills.size()) << "a round hit no grain";
+  // A round whose victim held no grain at its kill (it had rejoined with none since) has no K
+  // line: the checker pairs each K line with its kill by time, so match on that, not on order.
+  ASSERT_FALSE(r.failover_ms_by_kill.empty()) << "no round hit a grain";
+  ASSERT_LE(r.failover_ms_by_kill.size(), node_kills.size());
+  std::printf("etcd leader loss: %zu of %zu rounds killed a node that held grains\n",
+              r.failover_ms_by_kill.size(), node_kills.size());
+  const auto kill_before = [&](std::int64_t k_ns) {
+    const std::pair<std::string, std::int64_t>* best = nullptr;
+    for (const auto& k : node_kills)
+      if (k.second <= k_ns && (best == nullptr || k.second > best->second)) best = &k;
+    return best;
+  };
   std::vector<double> etcd_share, akt_share;
-  std::size_t round = 0;
   for (const auto& [k_ns, times] : r.failover_ms_by_kill) {
-    const auto& [name, before_ns] = node_kills[round++];
+    const auto* kill = kill_before(k_ns);
+    ASSERT_NE(kill, nullptr) << "a K line before every kill";
+    const auto& [name, before_ns] = *kill;
     const std::int64_t left_ns = c.driver_saw_leave(name, before_ns);
     ASSERT_GE(left_ns, 0) << "the driver never saw " << name << " leave after its kill";
     const double lease_ms = static_cast<double>(left_ns - k_ns) / 1e6;
