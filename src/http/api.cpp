@@ -153,29 +153,19 @@ readiness ready_state(const api_context& c) {
   return {true, "ready"};
 }
 
-std::string node_json(const api_context& c) {
+namespace {
+// One route's document: what `write` puts into a fresh writer.
+std::string json_of(void (*write)(json_writer&, const api_context&), const api_context& c) {
   json_writer w;
-  write_node(w, c);
+  write(w, c);
   return w.take();
 }
+}  // namespace
 
-std::string cluster_json(const api_context& c) {
-  json_writer w;
-  write_cluster(w, c);
-  return w.take();
-}
-
-std::string peers_json(const api_context& c) {
-  json_writer w;
-  write_peers(w, c);
-  return w.take();
-}
-
-std::string grains_json(const api_context& c) {
-  json_writer w;
-  write_grains(w, c);
-  return w.take();
-}
+std::string node_json(const api_context& c) { return json_of(write_node, c); }
+std::string cluster_json(const api_context& c) { return json_of(write_cluster, c); }
+std::string peers_json(const api_context& c) { return json_of(write_peers, c); }
+std::string grains_json(const api_context& c) { return json_of(write_grains, c); }
 
 std::string overview_json(const api_context& c) {
   json_writer w;

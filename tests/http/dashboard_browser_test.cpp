@@ -8,18 +8,22 @@
 // Skipped only when Chromium (or python3) is not installed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <akt/http/http.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -85,14 +89,16 @@ int run_bounded(const std::vector<std::string>& argv, const std::string& out_fil
   const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return -2;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  // Waits for the child's exit on a pidfd (readable once it exited), bounded by `limit`.
   int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(50));  // a child process: no fd to wait on
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd pfd{pidfd, POLLIN, 0};
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
+    const int ready = ::poll(&pfd, 1, static_cast<int>(ms));
+    ::close(pidfd);
+    if (ready == 1 && ::waitpid(pid, &status, 0) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   ::kill(pid, SIGKILL);
   (void)::waitpid(pid, &status, 0);
@@ -157,6 +163,8 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
 
   // Load: local and remote tells, grain asks from every node (the grains spread over the three).
   std::atomic<bool> stop{false};
+  std::mutex pace_mutex;
+  std::condition_variable pace;  // ends a pause between rounds at once when the test stops
   std::thread driver([&] {
     for (int round = 0; !stop.load(); ++round) {
       for (std::size_t i = 0; i < 3; ++i) {
@@ -169,7 +177,9 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
                                     2s);
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a steady rate, not a burst
+      // A steady rate, not a burst: a pause between rounds that the stop ends.
+      std::unique_lock<std::mutex> lock(pace_mutex);
+      pace.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop.load(); });
     }
   });
 
@@ -187,7 +197,11 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
                    "--chromium", chromium, "--url", url, "--members", "3", "--screenshot",
                    screenshot, "--pidfile", pid_file, "--timeout", "90"},
                   report, pid_file, std::chrono::seconds(100));
-  stop = true;
+  {
+    std::lock_guard<std::mutex> lock(pace_mutex);
+    stop = true;
+  }
+  pace.notify_all();
   driver.join();
   std::string text;
   const auto r = read_report(report, text);
