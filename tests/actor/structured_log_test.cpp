@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,7 +13,7 @@
 #include "actor/actor_test_support.hpp"
 
 #if AKT_TEST_SPDLOG
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/base_sink.h>
 
 #include "akt/core/spdlog_logger.hpp"
 #endif
@@ -126,9 +125,29 @@ TEST(Observability_Logger, FormatFieldsLeavesTheEmptyFieldsOut) {
 }
 
 #if AKT_TEST_SPDLOG
+// A sink whose text the test may read while a worker logs: both sides hold the sink's own
+// mutex. (An ostream_sink's stream read from the test thread would race with its writes.)
+class captured_sink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    text_.append(line.data(), line.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
 TEST(Observability_Logger, TheSpdlogAdapterWritesTheLevelTheTextAndTheFields) {
-  std::ostringstream out;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  auto sink = std::make_shared<captured_sink>();
   auto spd = std::make_shared<spdlog::logger>("akt-test", sink);
   spd->set_pattern("%l|%v");
   spd->set_level(spdlog::level::info);
@@ -141,13 +160,9 @@ TEST(Observability_Logger, TheSpdlogAdapterWritesTheLevelTheTextAndTheFields) {
   auto p = sys.spawn<recorder>("noisy", &s);
   ASSERT_TRUE(p);
   ASSERT_FALSE(p->tell(boom{"oops"}));
-  ASSERT_TRUE(eventually([&] {
-    spd->flush();
-    return out.str().find("oops") != std::string::npos;
-  }));
+  ASSERT_TRUE(eventually([&] { return sink->text().find("oops") != std::string::npos; }));
   ASSERT_TRUE(sys.stop());
-  spd->flush();
-  const std::string text = out.str();
+  const std::string text = sink->text();
   EXPECT_NE(text.find("warning|noisy: "), std::string::npos) << text;
   EXPECT_NE(text.find(" node=spd-node actor=noisy"), std::string::npos) << text;
 
@@ -163,9 +178,7 @@ TEST(Observability_Logger, TheSpdlogAdapterWritesTheLevelTheTextAndTheFields) {
   warn.level = log_level::warning;
   warn.text = "also quiet";
   adapter->log(warn);
-  spd->flush();
-  EXPECT_EQ(out.str().find("quiet"), std::string::npos) << out.str();
+  EXPECT_EQ(sink->text().find("quiet"), std::string::npos) << sink->text();
 }
 #endif
-
 }  // namespace
