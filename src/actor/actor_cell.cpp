@@ -156,7 +156,7 @@ error actor_cell::deliver(receive_context* env) noexcept {
 bool actor_cell::deliver_if_open(receive_context* env) noexcept {
   context_access::receiver(*env) = this;  // deliver_slow needs it too
   // Tracing: the one test a send pays while no system traces (src/actor/tracer.hpp).
-  if (AKT_UNLIKELY(tracing_active())) trace_outgoing(*env, this);
+  if (AKT_UNLIKELY(tracing_active()) && send_may_be_traced()) trace_outgoing(*env, this);
   if (custom_ != nullptr || env->message().is<poison_pill>() || !system_->accepting() ||
       life() >= life_state::stopping)
     return false;

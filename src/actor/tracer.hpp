@@ -5,9 +5,11 @@
 //
 // Cost model. With no tracing system in the process, g_tracing_systems is 0 and the send path
 // pays one relaxed load and a predictable branch (tracing_active); the turn pays a test of a
-// bit of the envelope's flags word, which it loads anyway. An envelope's trace state lives
-// outside the envelope (trace_state, allocated only for a traced message); the envelope keeps a
-// pointer to it in what was padding, so sizeof(receive_context) does not change.
+// bit of the envelope's flags word, which it loads anyway. With tracing on, a send that cannot
+// be traced (outside any trace while no system samples roots: ratio 0) pays one more relaxed
+// load and a thread-local load (send_may_be_traced), inline, and no call. An envelope's trace state
+// lives outside the envelope (trace_state, allocated only for a traced message); the envelope keeps
+// a pointer to it in what was padding, so sizeof(receive_context) does not change.
 
 #include <atomic>
 #include <condition_variable>
@@ -51,7 +53,10 @@ struct trace_frame {
   tracer* owner = nullptr;
   trace_frame* prev = nullptr;
 };
-trace_frame*& current_trace_frame() noexcept;
+// Writer and reader: the owning thread only. constinit: no dynamic initialisation, so a use
+// from another file is a plain thread-local load, not a call through an init wrapper.
+extern constinit thread_local trace_frame* t_current_trace_frame;
+inline trace_frame*& current_trace_frame() noexcept { return t_current_trace_frame; }
 
 // The number of live tracers in the process. Writers: tracer's constructor and destructor
 // (relaxed: a send that misses a tracer being created is simply not traced). Reader: every send.
@@ -60,15 +65,27 @@ inline bool tracing_active() noexcept {
   return g_tracing_systems.load(std::memory_order_relaxed) != 0;
 }
 
+// The number of live tracers whose sampling ratio is above 0 (which may start a trace at a send
+// from outside any actor). Writers: tracer's constructor and destructor, relaxed as above.
+extern std::atomic<int> g_root_sampling_systems;
+
+// Whether trace_outgoing could trace a send from this thread now: inside a trace (a traced
+// handler or a trace_scope; only a live tracer installs a frame), or while some system samples
+// roots. False for every send of a system tracing at ratio 0 outside a trace.
+inline bool send_may_be_traced() noexcept {
+  return t_current_trace_frame != nullptr ||
+         g_root_sampling_systems.load(std::memory_order_relaxed) != 0;
+}
+
 std::int64_t unix_now_ns() noexcept;
 
 // Set by actor_cell::on_failure (a handler threw or called fail), cleared and read around a
 // traced handler: the span's error mark. Thread-local; the untraced path never reads it.
 bool& handler_failed_here() noexcept;
 
-// Called on every send while tracing_active(): gives env (bound for `to`) the sending thread's
-// context, or starts a sampled root when it is sent from outside any handler. Never throws; an
-// allocation failure leaves the message untraced.
+// Called on a send while tracing_active() && send_may_be_traced(): gives env (bound for `to`) the
+// sending thread's context, or starts a sampled root when it is sent from outside any handler.
+// Never throws; an allocation failure leaves the message untraced.
 void trace_outgoing(receive_context& env, actor_cell* to) noexcept;
 
 // A span opened on one thread and finished on another (a remote call's client span).
@@ -98,6 +115,9 @@ class tracer {
   // Exports what is queued and ends the exporter's thread. Idempotent.
   void stop();
 
+  // False when the ratio is 0: no send outside a trace can start one, so trace_outgoing
+  // returns before the draw.
+  bool samples_roots() const noexcept { return sample_threshold_ != 0; }
   bool sample_root() noexcept;
   static std::uint64_t new_span_id() noexcept;
   static std::array<std::uint8_t, 16> new_trace_id() noexcept;

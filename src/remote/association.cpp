@@ -88,7 +88,7 @@ error association::send_to_grain(std::string_view identity, const message& msg,
   f.target_grain = identity;
   if (acknowledged) f.flags |= k_envelope_acknowledged;
   akt::detail::open_span* span = nullptr;
-  if (AKT_UNLIKELY(akt::detail::tracing_active())) {
+  if (AKT_UNLIKELY(akt::detail::tracing_active()) && akt::detail::send_may_be_traced()) {
     // Not an envelope: the context comes from the calling thread (a handler or a trace_scope),
     // or a root is sampled for a call from outside.
     span_context ctx;

@@ -448,6 +448,39 @@ TEST(Trace_Local, SendsFromATracedHandlerAreItsChildren) {
   EXPECT_EQ(log.all().size(), 5u) << describe(log.all());
 }
 
+// A send's inline test asks whether any system in the process samples roots; the receiving
+// system's own ratio still decides. Here one system samples every root and one none, side by
+// side, and then the sampling one is gone.
+TEST(Trace_Local, EachSystemsRatioDecidesItsRootsWhateverTheOthersSample) {
+  span_log none_log, all_log;
+  akt::system_config none_cfg, all_cfg;
+  none_cfg.workers = 1;
+  all_cfg.workers = 1;
+  none_cfg.tracing = tracing_into(none_log, 0.0);
+  all_cfg.tracing = tracing_into(all_log, 1.0);
+  akt::actor_system none_sys("ratio-0", none_cfg);
+  ASSERT_TRUE(none_sys.start());
+  auto quiet = none_sys.spawn<silent>("quiet");
+  ASSERT_TRUE(quiet);
+  std::string all_trace;
+  {
+    akt::actor_system all_sys("ratio-1", all_cfg);
+    ASSERT_TRUE(all_sys.start());
+    auto loud = all_sys.spawn<silent>("loud");
+    ASSERT_TRUE(loud);
+    ASSERT_TRUE(quiet->ask<ping>(ping{1}, 5s));
+    ASSERT_TRUE(loud->ask<ping>(ping{1}, 5s));
+    ASSERT_TRUE(all_sys.stop());  // flushes its spans
+    const std::vector<span_data> spans = all_log.all();
+    ASSERT_EQ(spans.size(), 1u) << describe(spans);
+    EXPECT_EQ(spans[0].attribute("akt.actor.path"), "loud");
+  }
+  // The sampling system is gone: the inline test now answers for ratio 0 alone.
+  ASSERT_TRUE(quiet->ask<ping>(ping{2}, 5s));
+  ASSERT_TRUE(none_sys.stop());
+  EXPECT_TRUE(none_log.all().empty()) << describe(none_log.all());
+}
+
 TEST(Trace_Local, AFullQueueDropsSpansAndCountsThem) {
   // A sink that blocks until released: the queue (capacity 4) fills behind it.
   std::mutex m;
