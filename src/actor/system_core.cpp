@@ -41,7 +41,11 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
       dispatcher_(dispatcher_config{cfg.workers, cfg.throughput, cfg.spin_rounds, cfg.deterministic,
                                     cfg.manual_time ? &work_ : nullptr}),
       events_(std::make_shared<event_stream>()),
-      tracer_(cfg.tracing ? std::make_unique<detail::tracer>(*cfg.tracing, name_) : nullptr) {}
+      tracer_(cfg.tracing ? std::make_unique<detail::tracer>(*cfg.tracing, name_) : nullptr) {
+  g_system_cores_alive.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::atomic<int> g_system_cores_alive{0};
 
 namespace {
 // Dead-letter reasons that mean the message was refused before any handler ran (not

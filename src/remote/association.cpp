@@ -259,6 +259,11 @@ peer_stats association::stats() const {
   return s;
 }
 
+void association::close_unused() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closing_ = true;
+}
+
 void association::shut_down(std::chrono::steady_clock::time_point deadline) {
   // What the lanes hold goes out first, while the deadline allows.
   for (;;) {

@@ -156,6 +156,10 @@ class association : public std::enable_shared_from_this<association> {
   // stop(): waits until what was sent is written (or the deadline), then closes; what is left
   // is dead-lettered, calls fail with system_shutting_down.
   void shut_down(std::chrono::steady_clock::time_point deadline);
+  // An association made after its node began to shut down: closed from birth (no lane
+  // connects, sends are refused with system_shutting_down, no proxy is cached), so it holds no
+  // cell that would keep the system's core alive.
+  void close_unused() noexcept;
 
   // Called by the lanes' handlers (I/O threads).
   class lane_handler;

@@ -252,8 +252,9 @@ void inbound_link::on_hello(connection& c, byte_span body) {
   }
   origin_ = node_.association_for_inbound(h.host(), static_cast<std::uint16_t>(h.port()));
   if (!origin_) {
-    reject("this node takes no more peers from inbound handshakes (" +
-           std::to_string(k_max_inbound_peers) + ")");
+    reject(node_.closing() ? std::string("this node is shutting down")
+                           : "this node takes no more peers from inbound handshakes (" +
+                                 std::to_string(k_max_inbound_peers) + ")");
     return;
   }
   greeted_.store(true, std::memory_order_release);

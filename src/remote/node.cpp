@@ -261,6 +261,14 @@ std::shared_ptr<association> remote_node::association_for(const std::string& hos
   auto it = associations_.find(key);
   if (it != associations_.end()) return it->second;
   auto a = std::make_shared<association>(*this, host, port);
+  // shut_down sets closing_ before it takes mutex_ to list the associations it closes: one made
+  // before that list is in it; one made after sees closing_ here. Kept out of the table and
+  // closed from birth, it caches no proxy, whose cell would hold the core that owns this node
+  // (a reference cycle that outlives the system: a send racing the stop made one).
+  if (closing()) {
+    a->close_unused();
+    return a;
+  }
   associations_.emplace(std::move(key), a);
   return a;
 }
@@ -271,6 +279,7 @@ std::shared_ptr<association> remote_node::association_for_inbound(const std::str
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = associations_.find(key);
   if (it != associations_.end()) return it->second;
+  if (closing()) return nullptr;  // as association_for; an inbound link of a stopping node
   if (inbound_keys_.size() >= k_max_inbound_peers) return nullptr;
   inbound_keys_.insert(key);
   auto a = std::make_shared<association>(*this, host, port);

@@ -3,6 +3,8 @@
 // store's fault injection or a configuration of their own.
 #include "cluster/cluster_grains_rules.hpp"
 
+#include "actor/system_core.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -61,6 +63,30 @@ TEST(Cluster_GrainPlacement, RoundRobinSpreadsNewGrainsOverTheNodesThatHostTheKi
 }
 TEST(Cluster_GrainPlacement, ARoleLimitsWhichNodesHostAKind) {
   ARoleLimitsWhichNodesHostAKind(k_inproc);
+}
+
+// A node that routed to another node's grain holds that grain's proxy in its registry's cache
+// and in its association; each proxy's cell holds the node's system core. Stopping and
+// destroying the nodes (the caller first, while the owner still runs) frees every core: no
+// cache outlives its system through the cells it holds.
+TEST(Cluster_Grains, NodesThatRoutedToEachOthersGrainsAreFreedWhenDestroyed) {
+  const auto alive = [] {
+    return akt::detail::g_system_cores_alive.load(std::memory_order_acquire);
+  };
+  const int before = alive();
+  {
+    g_ledger.reset();
+    akt::testkit::local_cluster c(2, options());
+    ASSERT_TRUE(c.start());
+    for (int g = 0; g < 8; ++g) {
+      const grain_identity id = tally_id("freed" + std::to_string(g));
+      ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(g % 2), id, std::int32_t{1}, 5s));
+      ASSERT_TRUE(akt::ask_grain<std::int64_t>(c.node(1 - g % 2), id, std::int32_t{1}, 5s));
+    }
+    EXPECT_EQ(alive() - before, 2);
+  }
+  EXPECT_TRUE(eventually([&] { return alive() == before; }, 10s))
+      << "system cores still alive: " << alive() - before;
 }
 
 TEST(Cluster_Grains, WithTheRegistryUnreachableActivationsFailButActiveGrainsKeepWorking) {

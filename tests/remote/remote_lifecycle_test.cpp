@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "actor/system_core.hpp"
+#include "remote/node_lost.hpp"
 #include "remote/remote_support.hpp"
 
 namespace {
@@ -193,6 +195,30 @@ TEST(Remote_Restart, APeerLostAndNoLongerHeldIsForgottenSoThePeerTableStaysBound
   kept = akt::pid();
   EXPECT_TRUE(eventually([&] { return a.sys.peers().empty(); }, 20s))
       << "once let go it is forgotten too";
+}
+
+// A grain send that races the node's stop can make the first association to a peer after the
+// stop listed the associations it closes (the fault harness's driver did, from its traffic
+// threads). Such an association must cache no proxy: a proxy's cell holds the system's core,
+// which owns the association, and that cycle kept the whole system alive after its destruction.
+TEST(Remote_Shutdown, AnAssociationMadeAfterTheStopCachesNoProxyAndTheSystemIsFreed) {
+  const auto alive = [] {
+    return akt::detail::g_system_cores_alive.load(std::memory_order_acquire);
+  };
+  const int before = alive();
+  {
+    auto a = std::make_unique<node>("alpha");
+    ASSERT_TRUE(a->started);
+    ASSERT_TRUE(a->sys.stop());
+    // What placement does for a grain owned by a peer this node never talked to.
+    auto proxy = akt::remote::detail::grain_proxy_on(a->sys, "127.0.0.1:9",
+                                                     akt::grain_identity{"k", "g"}, 1);
+    ASSERT_TRUE(proxy) << proxy.error().message();
+    EXPECT_TRUE(proxy->tell(ping{1})) << "refused: the node has stopped";
+    EXPECT_TRUE(a->sys.peers().empty()) << "not in the peer table";
+  }  // the proxy, then the system
+  EXPECT_TRUE(eventually([&] { return alive() == before; }, 10s))
+      << "system cores still alive: " << alive() - before;
 }
 
 TEST(Remote_Spawn, AKindRegisteredByNameIsSpawnedOnANamedNode) {
