@@ -7,8 +7,11 @@
 #include <akt/mailbox/bounded_mailbox.hpp>
 #include <akt/metrics/prometheus.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -199,9 +202,19 @@ TEST(RuntimeMetrics_Scrape, PromtoolAcceptsALiveSystemsScrape) {
   ASSERT_TRUE(t->ask<int>(ping{}, 5s));
   ASSERT_TRUE(sys.stop_actor(*t));
   (void)t->tell(ping{});  // a dead letter
-  const std::string text = akt::metrics::to_prometheus_text(sys.metrics().collect());
+  // The timer records after the handler returned, so maybe just after the reply the ask waited
+  // for: scrape until the pinger's histogram is in (CI once scraped before it).
+  const std::string pinger_inf =
+      "akt_actor_handler_seconds_bucket{kind=\"metrics_kinds::pinger\",le=\"+Inf\"}";
+  std::string text;
+  EXPECT_TRUE(akt::test::eventually([&] {
+    text = akt::metrics::to_prometheus_text(sys.metrics().collect());
+    return text.find(pinger_inf) != std::string::npos;
+  })) << text;
   sys.stop();
-  const std::string path = ::testing::TempDir() + "akt_runtime_metrics.txt";
+  // One file per process: a second run of this test at the same time must not share it.
+  const std::string path =
+      ::testing::TempDir() + "akt_runtime_metrics." + std::to_string(::getpid()) + ".txt";
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -217,10 +230,7 @@ TEST(RuntimeMetrics_Scrape, PromtoolAcceptsALiveSystemsScrape) {
   const int status = pclose(pipe);
   EXPECT_EQ(status, 0) << out << "\n--- text ---\n" << text;
   EXPECT_EQ(out, "") << "promtool lint output\n--- text ---\n" << text;
-  EXPECT_NE(
-      text.find("akt_actor_handler_seconds_bucket{kind=\"metrics_kinds::pinger\",le=\"+Inf\"}"),
-      std::string::npos)
-      << text;
+  std::remove(path.c_str());
 }
 
 // Scrapes race with busy actors, spawns and stops (under TSan: no race between the scrape's
