@@ -58,7 +58,9 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
   auto& events = sys.events();
   // A fenced node starts no activation (its lease may be gone, its claims another's).
   fence_epoch_ = 0;
-  if (const grain_fence* fence = layer_of(sys).fence()) {
+  grain_layer& layer = layer_of(sys);
+  const grain_fence* fence = layer.fence();
+  if (fence != nullptr) {
     fence_epoch_ = fence->valid_epoch();
     if (fence_epoch_ == 0) {
       timers_stopped_ = true;
@@ -67,22 +69,29 @@ error grain_host_base::activate(actor_system& sys, actor_cell* cell) {
         events.publish(grain_activation_failed{id, fenced});
       return error_access::mark_refused(std::move(fenced));
     }
-  } else if (layer_of(sys).fence_expected()) {
-    // A cluster node whose cluster has not started yet (its remoting listens already; a node
-    // started again under its name and address is reached by peers that still route there):
-    // it holds no lease, so no claim can be made or proven.
+  }
+  // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
+  // gate sees every activation of this node before any of its handlers runs.
+  grain_activation_gate* gate = layer.gate();
+  if (layer.fence_expected() && (fence == nullptr || gate == nullptr)) {
+    // A cluster node that has not joined yet (its remoting listens already, and a node started
+    // again under its name and address is reached by peers that still route there), or that
+    // joined but whose grain registry has not started: the cluster installs the fence after
+    // the join and the gate after a read of the registry, so for that read's round trip a
+    // joined node had a fence and no gate, and an activation there took no claim (the fault
+    // harness saw six, token 0, on a node restarted under its name). Without both, no claim can
+    // be made or proven: refuse, marked, so the caller may send again.
     timers_stopped_ = true;
-    error early(errc::not_owner, "this node has not joined its cluster yet");
+    error early(errc::not_owner, fence == nullptr
+                                     ? "this node has not joined its cluster yet"
+                                     : "this node's grain registry has not started yet");
     if (events.has_subscribers<grain_activation_failed>())
       events.publish(grain_activation_failed{id, early});
     return error_access::mark_refused(std::move(early));
   }
-  // Both activation paths come here (a new cell's pre_start, the fresh instance in place): the
-  // gate sees every activation of this node before any of its handlers runs.
   // An activation made again in place after an idle deactivation keeps the admission (and the
   // claim) of the one before it: the cell never left the directory, so the identity was never
   // free (see the idle check in receive). A fence drop released it: that one asks again.
-  grain_activation_gate* gate = layer_of(sys).gate();
   if (gate != nullptr && !admitted_) {
     result<std::int64_t> token = gate->admit(id);
     if (!token) {

@@ -4,6 +4,10 @@
 // membership tells remoting when a node leaves.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <functional>
+#include <thread>
+
 #include "cluster/cluster_support.hpp"
 
 namespace {
@@ -78,6 +82,121 @@ TEST(Cluster_Fencing, ANodeCutOffTheStoreFencesDropsItsGrainsAndRejoinsUnderANew
       },
       10s))
       << "b saw a join again";
+}
+
+// A store whose first read of the grain registry's prefix waits until the test releases it: a
+// node's start then stops after its join (the fence installed) and before its registry started
+// (the activation gate installed), the window in which it must still activate nothing.
+class registry_read_held final : public akt::cluster::store_provider {
+ public:
+  explicit registry_read_held(std::string prefix) : prefix_(std::move(prefix)) {}
+  akt::result<std::unique_ptr<akt::cluster::store>> open_store(std::string_view node) override {
+    return std::unique_ptr<akt::cluster::store>(
+        std::make_unique<held>(*this, data_.connect(std::string(node))));
+  }
+  bool wait_held(std::chrono::milliseconds within) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, within, [&] { return waiting_ != nullptr; });
+  }
+  void release() {
+    std::function<void()> go;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      released_ = true;
+      go = std::move(waiting_);
+    }
+    if (go) go();
+  }
+
+ private:
+  class held final : public akt::cluster::store {
+   public:
+    held(registry_read_held& owner, std::unique_ptr<akt::cluster::inproc_client> inner)
+        : owner_(owner), inner_(std::move(inner)) {}
+    void grant_lease(std::chrono::seconds ttl,
+                     akt::cluster::store_callback<akt::cluster::lease_grant> done) override {
+      inner_->grant_lease(ttl, std::move(done));
+    }
+    void keep_alive(akt::cluster::lease_id id,
+                    akt::cluster::store_callback<akt::cluster::keep_alive_ack> done) override {
+      inner_->keep_alive(id, std::move(done));
+    }
+    void revoke_lease(akt::cluster::lease_id id, akt::cluster::store_callback<void> done) override {
+      inner_->revoke_lease(id, std::move(done));
+    }
+    void get(std::string key,
+             akt::cluster::store_callback<akt::cluster::range_result> done) override {
+      {
+        std::lock_guard<std::mutex> lock(owner_.mutex_);
+        if (key == owner_.prefix_ && !owner_.released_ && !owner_.waiting_) {
+          owner_.waiting_ = [this, key, done = std::move(done)]() mutable {
+            inner_->get(std::move(key), std::move(done));
+          };
+          owner_.cv_.notify_all();
+          return;
+        }
+      }
+      inner_->get(std::move(key), std::move(done));
+    }
+    void get_prefix(std::string prefix,
+                    akt::cluster::store_callback<akt::cluster::range_result> done) override {
+      inner_->get_prefix(std::move(prefix), std::move(done));
+    }
+    void commit(std::vector<akt::cluster::store_op> ops,
+                akt::cluster::store_callback<std::vector<akt::cluster::op_outcome>> done) override {
+      inner_->commit(std::move(ops), std::move(done));
+    }
+    std::unique_ptr<akt::cluster::watch_handle> watch(std::string prefix,
+                                                      akt::cluster::revision from,
+                                                      akt::cluster::watch_handler& h) override {
+      return inner_->watch(std::move(prefix), from, h);
+    }
+
+   private:
+    registry_read_held& owner_;
+    std::unique_ptr<akt::cluster::inproc_client> inner_;
+  };
+
+  const std::string prefix_;
+  akt::cluster::inproc_store data_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::function<void()> waiting_;  // guarded by mutex_
+  bool released_ = false;          // guarded by mutex_
+};
+
+// The fault harness's restart under the same name found six grains activated with no claim
+// (token 0) on a node that had joined but whose registry had not started: peers still routed
+// there. Such a node refuses every activation, marked, until both the fence and the gate are in.
+TEST(Cluster_Fencing, AJoinedNodeWhoseRegistryHasNotStartedActivatesNoGrain) {
+  g_counts.activations = 0;
+  auto store = std::make_shared<registry_read_held>("/akt/test/v1/grains/");
+  akt::actor_system a("a", cluster_node_config(store, "a"));
+  ASSERT_FALSE(akt::register_grain_kind<fenced_grain>(a));
+  akt::result<void> started = akt::error(errc::system_not_started);
+  std::thread starter([&] { started = a.start(); });
+  const bool held = store->wait_held(10s);
+  if (!held) store->release();
+  if (!held) starter.join();
+  ASSERT_TRUE(held) << "the registry's first read never came";
+
+  const akt::grain_identity id{"test.fenced", "early"};
+  akt::result<int> early = akt::ask_grain<int>(a, id, 0, 5s);
+  if (early) store->release();
+  if (early) starter.join();
+  ASSERT_FALSE(early) << "activated with no claim (activations: " << g_counts.activations.load()
+                      << ")";
+  EXPECT_EQ(early.code(), errc::not_owner) << early.error().message();
+  EXPECT_TRUE(akt::detail::error_access::refused(early.error())) << "marked: safe to resend";
+  EXPECT_EQ(g_counts.activations.load(), 0) << "no activation without a claim";
+
+  store->release();
+  starter.join();
+  ASSERT_TRUE(started) << started.error().message();
+  akt::result<int> later = akt::ask_grain<int>(a, id, 0, 5s);
+  ASSERT_TRUE(later) << later.error().message();
+  EXPECT_EQ(g_counts.activations.load(), 1);
+  ASSERT_TRUE(a.stop());
 }
 
 // Every dispatcher worker of the node is stuck in a handler: the probe cannot run, so the node
