@@ -227,29 +227,48 @@ void run_pairwise_calls(benchmark::State& state, bench_system& bs, unsigned n, C
 
 // ---- shapes shared by several benchmarks ----
 
-// TellSinglePair (tell_bench.cpp): one producer (the benchmark thread) -> one receiver of type
-// Sink, one tell per iteration; the last iteration waits until the receiver processed them all.
+// One producer (the benchmark thread) and one receiver of type Sink in a fresh system, warmed
+// up: what TellSinglePair and TellSteadyState start from. ok() false: skipped with the reason.
+// Member order matters: `done` outlives the system whose sink counts into it.
+template <class Sink>
+struct tell_pair {
+  completion done;
+  bench_system bs;
+  akt::pid sink;
+  std::uint64_t base = 0;  // done.count() before the timed region
+
+  tell_pair(benchmark::State& state, akt::system_config config)
+      : bs(state, "bench", std::move(config)) {
+    if (!bs.ok) return;
+    sink = spawn_or_fail<Sink>(state, bs.sys, "sink", &done);
+    if (!sink) return;
+    if (!warm_up_tells(sink, done, 20000)) {
+      state.SkipWithError("warm-up tell failed");
+      sink = akt::pid();
+      return;
+    }
+    base = done.count();
+  }
+  bool ok() const noexcept { return static_cast<bool>(sink); }
+};
+
+// TellSinglePair (tell_bench.cpp): one tell per iteration; the last iteration waits until the
+// receiver processed them all.
 template <class Sink>
 void run_tell_single_pair(benchmark::State& state, akt::system_config config = {}) {
-  completion done;
-  bench_system bs(state, "bench", std::move(config));
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<Sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
+  tell_pair<Sink> p(state, std::move(config));
+  if (!p.ok()) return;
   const auto total = static_cast<std::uint64_t>(state.max_iterations);
   std::uint64_t sent = 0;
-  region r(&bs.sys);
+  region r(&p.bs.sys);
   for (auto _ : state) {
-    if (sink.tell(ping{static_cast<long>(sent)})) {
+    if (p.sink.tell(ping{static_cast<long>(sent)})) {
       state.SkipWithError("tell failed");
       break;
     }
-    if (++sent == total) done.wait_for(base + total);
+    if (++sent == total) p.done.wait_for(p.base + total);
   }
-  r.report(state, &bs.sys, sent, sent);
+  r.report(state, &p.bs.sys, sent, sent);
 }
 
 // TellSteadyState (tell_bench.cpp): TellSinglePair with at most k_steady_window messages in
@@ -257,35 +276,29 @@ void run_tell_single_pair(benchmark::State& state, akt::system_config config = {
 constexpr std::uint64_t k_steady_window = 256;
 
 inline void run_tell_steady_state(benchmark::State& state, akt::system_config config = {}) {
-  completion done;
-  bench_system bs(state, "bench", std::move(config));
-  if (!bs.ok) return;
-  akt::pid sink = spawn_or_fail<counting_sink>(state, bs.sys, "sink", &done);
-  if (!sink) return;
-  if (!warm_up_tells(sink, done, 20000)) return state.SkipWithError("warm-up tell failed");
-
-  const std::uint64_t base = done.count();
+  tell_pair<counting_sink> p(state, std::move(config));
+  if (!p.ok()) return;
   const auto total = static_cast<std::uint64_t>(state.max_iterations);
   std::uint64_t sent = 0;
   std::uint64_t processed = 0;  // last seen, relative to base
   backoff wait;
-  region r(&bs.sys);
+  region r(&p.bs.sys);
   for (auto _ : state) {
     if (sent - processed >= k_steady_window) {
-      processed = done.count() - base;
+      processed = p.done.count() - p.base;
       wait.reset();
       while (sent - processed >= k_steady_window) {
         wait.pause();
-        processed = done.count() - base;
+        processed = p.done.count() - p.base;
       }
     }
-    if (sink.tell(ping{static_cast<long>(sent)})) {
+    if (p.sink.tell(ping{static_cast<long>(sent)})) {
       state.SkipWithError("tell failed");
       break;
     }
-    if (++sent == total) done.wait_for(base + total);
+    if (++sent == total) p.done.wait_for(p.base + total);
   }
-  r.report(state, &bs.sys, sent, sent);
+  r.report(state, &p.bs.sys, sent, sent);
 }
 
 }  // namespace akt_bench

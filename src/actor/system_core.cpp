@@ -27,6 +27,8 @@ sharded_pool<receive_context>& make_envelope_pool(std::uint32_t which) noexcept 
   return *grains;
 }
 
+std::atomic<int> g_system_cores_alive{0};
+
 system_core::system_core(actor_system* owner, std::string name, const system_config& cfg)
     : owner_(owner),
       name_(std::move(name)),
@@ -44,8 +46,6 @@ system_core::system_core(actor_system* owner, std::string name, const system_con
       tracer_(cfg.tracing ? std::make_unique<detail::tracer>(*cfg.tracing, name_) : nullptr) {
   g_system_cores_alive.fetch_add(1, std::memory_order_relaxed);
 }
-
-std::atomic<int> g_system_cores_alive{0};
 
 namespace {
 // Dead-letter reasons that mean the message was refused before any handler ran (not

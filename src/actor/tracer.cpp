@@ -137,8 +137,8 @@ void trace_outgoing(receive_context& env, actor_cell* to) noexcept {
   if (t == nullptr) return;
   // A root only for a message from outside any actor (an untraced handler's messages stay
   // untraced: the root's decision covers the whole trace), and only when the draw samples it.
-  if (f == nullptr && (context_access::sender(env) != nullptr || !t->samples_roots() ||
-                       on_worker_thread() || !t->sample_root()))
+  if (f == nullptr &&
+      (context_access::sender(env) != nullptr || on_worker_thread() || !t->sample_root()))
     return;
   span_context ctx;
   if (f != nullptr) {

@@ -115,8 +115,8 @@ class tracer {
   // Exports what is queued and ends the exporter's thread. Idempotent.
   void stop();
 
-  // False when the ratio is 0: no send outside a trace can start one, so trace_outgoing
-  // returns before the draw.
+  // False when the ratio is 0: no send outside a trace can start one (g_root_sampling_systems
+  // counts the tracers for which it is true).
   bool samples_roots() const noexcept { return sample_threshold_ != 0; }
   bool sample_root() noexcept;
   static std::uint64_t new_span_id() noexcept;
