@@ -164,6 +164,16 @@ void runtime_metrics::collect(metrics::snapshot& snap) {
     std::uint64_t processed = 0;
     std::uint64_t mailbox = 0;
   };
+  // Totals of stopped actors first, then the registry: a stopping actor leaves the registry
+  // before its count is folded into its kind's total, so in this order it is counted at most
+  // once (missed at worst, while it is between the two; last_messages_ covers that). The other
+  // order counted an actor in both when it stopped between the reads, and the floor below then
+  // kept that excess for good.
+  std::vector<kind_totals> totals;
+  {
+    std::lock_guard lock(kinds_mutex_);
+    totals = totals_;
+  }
   std::vector<live> by_kind;
   core_.registry_.for_each_cell([&](const actor_cell& c) {
     const std::uint32_t k = c.kind_id();
@@ -176,12 +186,9 @@ void runtime_metrics::collect(metrics::snapshot& snap) {
     // count, and its head word is on the producers' line.
     if (const mailbox* m = c.custom_mailbox()) l.mailbox += m->size();
   });
-  std::vector<kind_totals> totals;
-  {
-    std::lock_guard lock(kinds_mutex_);
-    totals = totals_;
-  }
-  const std::size_t n = std::max(by_kind.size(), totals.size());
+  // A kind reported before stays in range even when, for now, no live actor and no total name
+  // it (its one actor left the registry and is not folded yet).
+  const std::size_t n = std::max({by_kind.size(), totals.size(), last_messages_.size()});
   by_kind.resize(n);
   totals.resize(n);
   if (last_messages_.size() < n) last_messages_.resize(n, 0);

@@ -14,9 +14,11 @@
 //   (the first takes tables_mutex_ and allocates that thread's table; a kind's first sample on a
 //   thread allocates its slot). count_dead_letter is one relaxed fetch_add.
 // - Ordering: every figure is a relaxed atomic read whole by the scrape; handler slots are
-//   published with release and found with acquire. akt_actor_messages_total never goes down:
-//   a stopping actor leaves the name registry before its count is folded into its kind's total,
-//   so a scrape in between can see less than the last one; the collector reports the larger.
+//   published with release and found with acquire. akt_actor_messages_total never goes down
+//   and never counts an actor twice: a stopping actor leaves the name registry before its count
+//   is folded into its kind's total, and the scrape reads the totals before the registry, so an
+//   actor stopping in between is missed (never seen in both); the collector reports the larger
+//   of this scrape's sum and the last one's, and keeps a kind it once reported.
 // - Memory: per thread that ran a sampled handler, a table of k_max_kinds slot pointers (8 KiB)
 //   and one slot (200 bytes) per kind it timed; per kind, a few words of totals. Kinds are
 //   process-wide ids (intern_actor_kind); beyond k_max_kinds a kind is counted but not timed.
