@@ -37,7 +37,7 @@ void check(bool ok, const char* what) {
 bool same(const member& a, const member& b) {
   return a.name == b.name && a.address == b.address && a.incarnation == b.incarnation &&
          a.epoch == b.epoch && a.roles == b.roles && a.grain_kinds == b.grain_kinds &&
-         a.load == b.load;
+         a.load == b.load && a.http == b.http && a.leaving == b.leaving;
 }
 
 // An exact-size heap copy (std::string could keep a short one inside itself, out of ASan's

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "actor/cluster_hooks.hpp"
+#include "actor/http_hooks.hpp"
 #include "actor/system_core.hpp"
 #include "akt/actor/actor.hpp"
 #include "akt/cluster/cluster.hpp"
@@ -71,6 +72,26 @@ error check(const cluster_config& c, const std::string& node) {
 
 class cluster_node final : public akt::detail::cluster_extension, public membership_listener {
  public:
+  // host:port where this node's HTTP endpoint answers, for its member record; "" without one.
+  // An endpoint bound to every interface is named by the host the node's remoting address
+  // names, which the other members reach already.
+  std::string http_address(const std::string& remote_address) const {
+    akt::detail::http_extension* h = core_->http();
+    if (h == nullptr || !core_->config_.http || h->port() == 0) return {};
+    std::string host = core_->config_.http->bind_address;
+    if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+      const auto at = remote_address.find('@');
+      const auto colon = remote_address.rfind(':');
+      if (at == std::string::npos || colon == std::string::npos || colon <= at) return {};
+      host = remote_address.substr(at + 1, colon - at - 1);
+    }
+    if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+    std::string out = host + ":" + std::to_string(h->port());
+    std::string checked_host;
+    std::uint16_t checked_port = 0;
+    return parse_http_address(out, checked_host, checked_port) ? out : std::string();
+  }
+
   cluster_node(akt::detail::system_core* core, actor_system& sys) : core_(core), sys_(sys) {}
   ~cluster_node() override {
     collector_.reset();  // first: no scrape reads membership from here on
@@ -98,6 +119,7 @@ class cluster_node final : public akt::detail::cluster_extension, public members
     s.old_process_gone = c.old_process_gone;
     s.roles = c.roles;
     s.kinds = c.grain_kinds;
+    s.http = http_address(address);
     auto probe = sys_.spawn<dispatcher_probe>("akt.cluster.probe", last_probe_);
     if (!probe) return probe.error();
     probe_ = *probe;

@@ -45,6 +45,33 @@ bool valid_name(std::string_view s) noexcept {
   return true;
 }
 
+bool parse_http_address(std::string_view s, std::string& host, std::uint16_t& port) {
+  if (s.empty() || s.size() > 255) return false;
+  const auto colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  std::string_view h = s.substr(0, colon);
+  const std::string_view p = s.substr(colon + 1);
+  std::uint64_t n = 0;
+  if (p.empty() || p.size() > 5 || p[0] == '0' || !parse_u64(p, n) || n > 65535) return false;
+  if (h.front() == '[') {
+    if (h.size() < 3 || h.back() != ']') return false;
+    h = h.substr(1, h.size() - 2);
+    for (char c : h) {
+      const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      if (!hex && c != ':' && c != '.') return false;
+    }
+  } else {
+    for (char c : h) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '.';
+      if (!ok) return false;
+    }
+  }
+  host = std::string(h);
+  port = static_cast<std::uint16_t>(n);
+  return true;
+}
+
 std::string_view record_fields(std::string_view value, std::string_view header,
                                std::string_view not_this, std::string_view& fields) noexcept {
   const auto first = value.find('\n');
@@ -100,6 +127,7 @@ std::string encode_member(const member& m) {
   append_list(out, "roles", m.roles);
   append_list(out, "kinds", m.grain_kinds);
   out.append("load=").append(std::to_string(m.load)).append("\n");
+  if (!m.http.empty()) out.append("http=").append(m.http).append("\n");
   if (m.leaving) out.append("leaving=1\n");  // absent while it serves: older readers skip it
   return out;
 }
@@ -137,6 +165,11 @@ std::string decode_member(std::string_view name, std::string_view value, member&
     } else if (key == "load") {
       if (!parse_u64(v, n)) return "load is not a number";
       out.load = n;
+    } else if (key == "http") {
+      std::string host;
+      std::uint16_t port = 0;
+      if (!parse_http_address(v, host, port)) return "http is not host:port";
+      out.http = std::string(v);
     } else if (key == "leaving") {
       if (v != "1") return "leaving is not 1";
       out.leaving = true;

@@ -11,6 +11,7 @@
 //   roles=<name>,<name>
 //   kinds=<name>,<name>
 //   load=<decimal>
+//   http=<host>:<port>          (only when the node runs an HTTP endpoint)
 //
 // The first line names the format and its version; a reader ignores fields it does not know
 // (a later version may add some) and refuses a record without address, incarnation or epoch.
@@ -35,6 +36,11 @@ std::string decode_member(std::string_view name, std::string_view value, member&
 // Names the cluster accepts for clusters, nodes, roles and kinds: 1 to 255 characters of
 // [A-Za-z0-9_.:-], starting with a letter or digit (a node's default name is host:port).
 bool valid_name(std::string_view s) noexcept;
+
+// An HTTP endpoint's host:port as member records carry it: a host of [A-Za-z0-9.-] (a name or
+// an IPv4 address) or a bracketed IPv6 address, then ':' and a port from 1 to 65535; at most 255
+// characters. Splits it into host (brackets removed) and port when it is one.
+bool parse_http_address(std::string_view s, std::string& host, std::uint16_t& port);
 
 // What the cluster's text records (this one, the grain claim, the actor name) share: a header
 // line naming the format and its version, then key=value lines, each ended by '\n'. The

@@ -78,6 +78,7 @@ result<void> membership::enter(std::int64_t give_up_ns) {
   me.epoch = g->id;
   me.roles = settings_.roles;
   me.grain_kinds = settings_.kinds;
+  me.http = settings_.http;
   const std::string key = member_key(settings_.cluster, settings_.node);
   const std::string record = encode_member(me);
   revision put_revision = 0;

@@ -65,6 +65,7 @@ struct membership_settings {
   bool old_process_gone = false;
   std::vector<std::string> roles;
   std::vector<std::string> kinds;
+  std::string http;  // host:port of the node's HTTP endpoint, or empty (member::http)
 };
 
 class membership final : public akt::detail::grain_fence {

@@ -19,6 +19,9 @@ struct member {
   std::vector<std::string> roles;
   std::vector<std::string> grain_kinds;
   std::uint64_t load = 0;  // active grains when the record was written
+  // host:port of the node's HTTP endpoint (system_config::http), where its /api and dashboard
+  // answer; empty when it runs none. The dashboard of any member reads the others through it.
+  std::string http;
   // The node is stopping cleanly: its grains are released, and it still answers what reaches it
   // until its remoting closes (so the others do not fail its calls when it leaves).
   bool leaving = false;
