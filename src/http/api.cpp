@@ -8,6 +8,7 @@
 #include "akt/actor/actor_system.hpp"
 #include "akt/cluster/cluster.hpp"
 #include "akt/grain/grains.hpp"
+#include "cluster/member_record.hpp"
 #include "http/json_writer.hpp"
 
 namespace akt::http::detail {
@@ -86,7 +87,8 @@ void write_cluster(json_writer& w, const api_context& c) {
         // Strings: 64-bit lease ids and incarnations do not fit a JavaScript number.
         .field("epoch", std::to_string(m.epoch))
         .field("incarnation", std::to_string(m.incarnation))
-        .field("load", m.load);
+        .field("load", m.load)
+        .field("http", m.http);
     w.key("roles").begin_array();
     for (const auto& r : m.roles) w.value(r);
     w.end_array();
@@ -166,6 +168,30 @@ std::string node_json(const api_context& c) { return json_of(write_node, c); }
 std::string cluster_json(const api_context& c) { return json_of(write_cluster, c); }
 std::string peers_json(const api_context& c) { return json_of(write_peers, c); }
 std::string grains_json(const api_context& c) { return json_of(write_grains, c); }
+
+member_target member_endpoint(const api_context& c, std::string_view name) {
+  auto refused = [](std::string why) {
+    member_target r;
+    r.status = 404;
+    r.why = std::move(why);
+    return r;
+  };
+  member_target t;
+  if (c.core->cluster() == nullptr) return refused("this node is not in a cluster");
+  result<cluster::member> me = cluster::self(c.sys);
+  if (me && me->name == name) {
+    t.self = true;
+    return t;
+  }
+  for (const cluster::member& m : cluster::members(c.sys)) {
+    if (m.name != name) continue;
+    if (m.http.empty()) return refused("member " + m.name + " runs no HTTP endpoint");
+    if (!cluster::detail::parse_http_address(m.http, t.host, t.port))
+      return refused("member " + m.name + " has no usable HTTP address");
+    return t;
+  }
+  return refused("no member named " + std::string(name));
+}
 
 std::string overview_json(const api_context& c) {
   json_writer w;

@@ -43,4 +43,17 @@ std::string peers_json(const api_context& c);     // /api/peers
 std::string grains_json(const api_context& c);    // /api/grains
 std::string overview_json(const api_context& c);  // /api/overview: the four above in one
 
+// Where /api/member?name=N finds member N's /api/node: this node itself, or the HTTP endpoint
+// its member record names. status 200 when there is one; otherwise 404 with why (no cluster, no
+// such member, a member without an endpoint). Only members' recorded endpoints are ever asked:
+// the route reaches no address a request names.
+struct member_target {
+  int status = 200;
+  std::string why;
+  bool self = false;
+  std::string host;
+  std::uint16_t port = 0;
+};
+member_target member_endpoint(const api_context& c, std::string_view name);
+
 }  // namespace akt::http::detail

@@ -48,7 +48,8 @@ enum class route : unsigned char {
   cluster,
   peers,
   grains,
-  overview
+  overview,
+  member
 };
 
 route route_of(std::string_view path) {
@@ -61,8 +62,17 @@ route route_of(std::string_view path) {
   if (path == "/api/peers") return route::peers;
   if (path == "/api/grains") return route::grains;
   if (path == "/api/overview") return route::overview;
+  if (path == "/api/member") return route::member;
   return route::none;
 }
+
+// The most of a member's /api/node answer that /api/member relays: the document is a few
+// hundred bytes; a member answering more is refused rather than held in memory.
+constexpr std::size_t k_member_answer_limit = 64 * 1024;
+// How long /api/member waits for a member's endpoint to accept and to answer: what one page
+// refresh can hold a serving thread for when a member is down or stalled.
+constexpr std::chrono::milliseconds k_member_connect_timeout{500};
+constexpr std::chrono::milliseconds k_member_answer_timeout{1000};
 
 // httplib takes seconds and microseconds.
 std::pair<time_t, time_t> sec_usec(std::chrono::milliseconds d) {
@@ -189,6 +199,8 @@ class http_endpoint final : public akt::detail::http_extension {
     } else if (req.method != "GET" && req.method != "HEAD") {
       a = {405, "method not allowed: " + req.method + "\n"};
       res.set_header("Allow", "GET, HEAD");
+    } else if (r == route::member) {
+      a = member_answer(req.get_param_value("name"));
     } else {
       a = answer_for(r);
     }
@@ -221,10 +233,51 @@ class http_endpoint final : public akt::detail::http_extension {
         return {200, grains_json(c), json};
       case route::overview:
         return {200, overview_json(c), json};
+      case route::member:
       case route::none:
         break;
     }
     return {404, "not found\n"};
+  }
+
+  // /api/member?name=N: member N's /api/node, so that the page served by one node shows every
+  // member's figures without asking another origin. This node answers its own; another member's
+  // comes from the endpoint its record names, within the timeouts above, and only when it is a
+  // JSON document within the size limit. 404 for what is not a member with an endpoint, 502
+  // when the member does not answer, or answers something else.
+  answer member_answer(const std::string& name) {
+    const api_context c{sys_, core_, started_, port(), stopping_.load(std::memory_order_acquire)};
+    constexpr const char* json = "application/json";
+    if (name.empty()) return {400, "name: the member's name is missing\n"};
+    const member_target t = member_endpoint(c, name);
+    if (t.status != 200) return {t.status, t.why + "\n"};
+    if (t.self) return {200, node_json(c), json};
+    httplib::Client client(t.host, t.port);
+    const auto [cs, cu] = sec_usec(k_member_connect_timeout);
+    client.set_connection_timeout(cs, cu);
+    const auto [rs, ru] = sec_usec(k_member_answer_timeout);
+    client.set_read_timeout(rs, ru);
+    client.set_write_timeout(rs, ru);
+    client.set_keep_alive(false);
+    std::string body;
+    bool too_large = false;
+    httplib::Result res = client.Get("/api/node", [&](const char* data, std::size_t n) {
+      if (body.size() + n > k_member_answer_limit) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    const std::string where = "member " + name + " (" + t.host + ":" + std::to_string(t.port) + ")";
+    if (too_large) return {502, where + " answered more than the limit\n"};
+    if (!res) return {502, where + " did not answer: " + httplib::to_string(res.error()) + "\n"};
+    if (res->status != 200)
+      return {502, where + " answered status " + std::to_string(res->status) + "\n"};
+    if (res->get_header_value("Content-Type").rfind("application/json", 0) != 0 || body.empty() ||
+        body.front() != '{')
+      return {502, where + " did not answer a JSON document\n"};
+    return {200, std::move(body), json};
   }
 
   akt::detail::system_core* const core_;

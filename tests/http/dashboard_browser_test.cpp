@@ -1,7 +1,8 @@
 // The dashboard in a real browser: headless Chromium loads it from one node of a running
 // three-node cluster (in this process: remoting on loopback, the in-process store) while the test
 // keeps actors, grains and remote links busy, and checks through the DOM that the page lists the
-// three members, that its counters move (between two refreshes and between two loads), that the
+// three members, each with its own figures read through the node (their counts move, each has a
+// rate and a plot), that its counters move (between two refreshes and between two loads), that the
 // page loads in under a second (navigation timing) and asks nothing of any other origin. It
 // saves a screenshot (the docs show it). tests/http/dashboard_check.py drives the browser over
 // the DevTools protocol; this test bounds its time and kills it, and the browser, by pid.
@@ -18,6 +19,7 @@
 #include <akt/http/http.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -213,6 +215,29 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
   EXPECT_EQ(r.count("member_states") ? r.at("member_states") : "", "up,up,up");
   EXPECT_GT(num(r, "processed_2"), num(r, "processed_1")) << "counters move between refreshes";
   EXPECT_GT(num(r, "processed_3"), num(r, "processed_1")) << "and between two loads";
+  // Each member's figures, read through this node: every row's count moved, and after a few
+  // refreshes every row shows a rate and a plot of more than one point.
+  auto list = [&](const std::string& key) {
+    std::vector<std::string> v;
+    std::stringstream in(r.count(key) ? r.at(key) : "");
+    for (std::string item; std::getline(in, item, ',');) v.push_back(item);
+    return v;
+  };
+  const auto p1 = list("member_processed_1"), p2 = list("member_processed_2");
+  ASSERT_EQ(p1.size(), 3u) << text;
+  ASSERT_EQ(p2.size(), 3u) << text;
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_GT(std::atof(p1[i].c_str()), 0) << "member " << i << ": " << text;
+    EXPECT_GT(std::atof(p2[i].c_str()), std::atof(p1[i].c_str())) << "member " << i << ": " << text;
+  }
+  const auto rates = list("member_rates"), points = list("member_points");
+  ASSERT_EQ(rates.size(), 3u) << text;
+  ASSERT_EQ(points.size(), 3u) << text;
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(!rates[i].empty() && std::isdigit(static_cast<unsigned char>(rates[i][0])))
+        << "member " << i << " rate: " << text;
+    EXPECT_GE(std::atoi(points[i].c_str()), 2) << "member " << i << " plot: " << text;
+  }
   EXPECT_GE(num(r, "peers"), 1) << "remote peers listed";
   EXPECT_GT(num(r, "grain_kinds"), 0) << "grain kinds listed";
   EXPECT_EQ(num(r, "external_requests"), 0) << "no request outside the node";

@@ -130,6 +130,10 @@ STATE_JS = """JSON.stringify({
   refreshes: +document.body.dataset.refreshes,
   members: [...document.querySelectorAll('#members tr.member')].map(r => r.dataset.name),
   states: [...document.querySelectorAll('#members tr.member')].map(r => r.dataset.state),
+  member_processed: [...document.querySelectorAll('#members tr.member')]
+      .map(r => r.dataset.processed === undefined ? -1 : +r.dataset.processed),
+  member_rates: [...document.querySelectorAll('#members tr.member td.rate')].map(c => c.textContent),
+  member_points: [...document.querySelectorAll('#members tr.member canvas')].map(c => +c.dataset.points),
   processed: +document.getElementById('processed-total').textContent,
   throughput: document.getElementById('throughput').textContent,
   grains: document.getElementById('grains-active').textContent,
@@ -221,9 +225,18 @@ def main():
         out["member_states"] = ",".join(s1["states"])
         out["refreshes_1"] = s1["refreshes"]
         out["processed_1"] = s1["processed"]
-        # The same page, later: its own refreshes moved the counters.
-        s2 = wait_state(b, session, lambda s: s["refreshes"] >= s1["refreshes"] + 2 and
-                        s["processed"] > s1["processed"], 15)
+        # Every member's figures, read through this node: each has a count...
+        m1 = wait_state(b, session, lambda s: len(s["member_processed"]) >= a.members and
+                        min(s["member_processed"]) > 0, 15)
+        out["member_processed_1"] = ",".join(str(int(x)) for x in m1["member_processed"])
+        # The same page, later: its own refreshes moved the counters, this node's and each
+        # member's.
+        def moved(s):
+            return (s["refreshes"] >= s1["refreshes"] + 2 and s["processed"] > s1["processed"] and
+                    len(s["member_processed"]) == len(m1["member_processed"]) and
+                    all(x > y for x, y in zip(s["member_processed"], m1["member_processed"])))
+        s2 = wait_state(b, session, moved, 15)
+        out["member_processed_2"] = ",".join(str(int(x)) for x in s2["member_processed"])
         out["refreshes_2"] = s2["refreshes"]
         out["processed_2"] = s2["processed"]
         out["throughput_2"] = s2["throughput"]
@@ -242,6 +255,8 @@ def main():
         out["ready"] = s3["ready"].replace(" ", "_")
         out["error"] = s3["error"].replace(" ", "_")
         out["external_requests"] = s3["external"]
+        out["member_rates"] = ",".join(s3["member_rates"])
+        out["member_points"] = ",".join(str(int(x)) for x in s3["member_points"])
         if a.screenshot:
             # A few more refreshes, so that the plots show a line.
             wait_state(b, session, lambda s: s["refreshes"] >= 15, 25)

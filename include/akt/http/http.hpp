@@ -12,7 +12,8 @@
 //   /ready     200 once the node joined its cluster (at once without a cluster section); 503 while
 //              it starts or joins, while it is fenced and from the moment stop() begins
 //   /api/...   JSON for the dashboard and for scripts: /api/node, /api/cluster, /api/peers,
-//              /api/grains, and /api/overview (all four in one answer)
+//              /api/grains, /api/overview (all four in one answer), and /api/member?name=N
+//              (member N's /api/node, relayed from the endpoint its member record names)
 //   /          the live dashboard: one self-contained page (no external request)
 //
 // The endpoint runs on threads of its own (one accepting, http_config::threads serving), never
