@@ -510,6 +510,7 @@ void actor_cell::run_continuation(receive_context& env, request_reply& r) {
   x.requests.erase(it);
   if (req.stash_others && x.awaiting > 0) --x.awaiting;
   if (req.timer) system_->timers_.cancel(req.timer);
+  const resumed_trace in_trace(system_->tracer(), req.trace);  // nothing when untraced
   req.then(env, std::move(r.reply));
 }
 

@@ -15,6 +15,7 @@
 #include "akt/actor/passivation.hpp"
 #include "akt/actor/receive_context.hpp"
 #include "akt/actor/supervisor.hpp"
+#include "akt/actor/tracing.hpp"
 #include "akt/mailbox/mailbox.hpp"
 #include "dispatch/timer_service.hpp"
 
@@ -63,6 +64,9 @@ struct pending_request {
   continuation then;
   timer_service::handle timer;
   bool stash_others = false;
+  // The trace of the handler that made the request (capture_trace; invalid when untraced): the
+  // continuation runs inside it, so what it sends joins that trace.
+  span_context trace;
 };
 
 // 16-byte aligned: actor_cell keeps four flags in the low bits of its pointer to this block.

@@ -39,6 +39,7 @@ void await_delay(receive_context& turn, std::chrono::nanoseconds delay, continua
   pending_request& req = x.requests[id];
   req.then = std::move(then);
   req.stash_others = stash_others;
+  req.trace = capture_trace();
   if (stash_others) ++x.awaiting;
   // The expiry path of a request (request_expired, then the continuation with request_timeout
   // on this actor's turn), with no message sent: a stop or a restart drops it like a request.

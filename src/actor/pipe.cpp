@@ -26,7 +26,10 @@ struct piped {
   pid to;                         // the target actor (empty with a sink)
   pipe_sink sink;                 // delivers instead of `to` when set
   std::atomic<bool> done{false};  // writers: the task, the timeout (exchange, acq_rel)
-  timer_service::handle timer;    // written before the task is submitted
+  // The trace of the handler that piped (capture_trace; invalid when untraced): the task and
+  // the delivery of its result run inside it. Written before the task is submitted.
+  span_context trace;
+  timer_service::handle timer;  // written before the task is submitted
 };
 
 void deliver(const piped& p, message msg) {
@@ -50,15 +53,18 @@ error pipe_through(system_core* core, actor_cell* from, const pid& to, pipe_sink
                    piped_task task, std::chrono::nanoseconds timeout) {
   if (!task) return error(errc::invalid_argument, "pipe_to without a task");
   auto state = std::make_shared<piped>(core, from, to, std::move(sink));
+  state->trace = capture_trace();
   if (timeout > std::chrono::nanoseconds::zero()) {
     state->timer = core->timers_.schedule_after(timeout, [state] {
       never_block = true;  // the timer thread: never blocks on a full bounded mailbox
+      const resumed_trace in_trace(state->core->tracer(), state->trace);
       if (!state->done.exchange(true, std::memory_order_acq_rel)) {
         deliver(*state, status_failure{error(errc::request_timeout, "pipe_to task")});
       }
     });
   }
   const bool queued = core->blocking_.submit([state, task = std::move(task)]() mutable {
+    const resumed_trace in_trace(state->core->tracer(), state->trace);
     result<message> r = error(errc::handler_failed);
     try {
       r = task();

@@ -347,6 +347,7 @@ request_handle receive_context::request_erased(const pid& to, envelope_ptr e,
   detail::pending_request& req = x.requests[id];
   req.then = std::move(then);
   req.stash_others = options.stash_others;
+  req.trace = detail::capture_trace();
   if (options.stash_others) ++x.awaiting;
   if (e == nullptr) {  // refused at once: the continuation gets the error, later, like any reply
     if (!refused) refused = errc::empty_pid;

@@ -57,6 +57,7 @@ result<schedule_ref> scheduler::schedule_once(schedule_target to, message msg,
   s->msg = std::move(msg);
   s->interval = std::max(delay, std::chrono::nanoseconds::zero());  // <= 0: fires at once
   s->spec = describe(s->interval);
+  s->trace = capture_trace();
   return add(std::move(s), std::move(to));
 }
 
@@ -150,6 +151,7 @@ void scheduler::fire(const std::shared_ptr<schedule_state>& s) {
 }
 
 void scheduler::deliver(schedule_state& s, message msg) {
+  const resumed_trace in_trace(core_->tracer(), s.trace);  // a one-shot's, when traced
   error e;
   if (s.sink) {
     e = s.sink(std::move(msg));  // the sink publishes what it cannot deliver

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "akt/actor/schedule.hpp"
+#include "akt/actor/tracing.hpp"
 #include "akt/core/cron.hpp"
 #include "akt/core/message.hpp"
 #include "akt/core/result.hpp"
@@ -56,6 +57,10 @@ struct schedule_state {
   std::atomic<bool> due{false};     // a paused one-shot whose time came (fires on resume)
   std::atomic<bool> ended{false};   // writers: cancel, the last fire (exchange)
   std::atomic<std::uint64_t> fired{0};
+  // A one-shot scheduled inside a trace (capture_trace): its message continues that trace when
+  // it fires. Repeating schedules start none: each fire would join the trace of whoever made the
+  // schedule, for as long as it runs. Written before the schedule is armed.
+  span_context trace;
 };
 
 class scheduler {

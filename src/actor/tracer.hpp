@@ -77,6 +77,36 @@ inline bool send_may_be_traced() noexcept {
          g_root_sampling_systems.load(std::memory_order_relaxed) != 0;
 }
 
+// A trace handed to work that runs later, maybe on another thread: a request's continuation, a
+// pipe_to task, a one-shot timer, a grain send that waits for its activation. Captured where
+// the work is set up (inside a traced handler or a trace_scope; invalid elsewhere, and without
+// a thread-local read while no system traces), and installed as that thread's frame while the
+// work runs (resumed_trace), so what it sends continues the trace as children of the span that
+// set it up.
+inline span_context capture_trace() noexcept {
+  if (!tracing_active() || t_current_trace_frame == nullptr) return {};
+  return t_current_trace_frame->ctx;
+}
+
+// Installs ctx as the current thread's frame for its scope when ctx is valid and t (the system's
+// tracer) exists; does nothing otherwise. Restores the previous frame on every way out.
+class resumed_trace {
+ public:
+  resumed_trace(tracer* t, const span_context& ctx) noexcept
+      : frame_{ctx, t, t_current_trace_frame}, installed_(t != nullptr && ctx.valid()) {
+    if (installed_) t_current_trace_frame = &frame_;
+  }
+  ~resumed_trace() {
+    if (installed_) t_current_trace_frame = frame_.prev;
+  }
+  resumed_trace(const resumed_trace&) = delete;
+  resumed_trace& operator=(const resumed_trace&) = delete;
+
+ private:
+  trace_frame frame_;
+  bool installed_;
+};
+
 std::int64_t unix_now_ns() noexcept;
 
 // Set by actor_cell::on_failure (a handler threw or called fail), cleared and read around a

@@ -143,6 +143,14 @@ grain_delivery delivery_of(receive_context* env) {
   return d;
 }
 
+// A deferred send reaches its cell later, from the delivery queue's thread, which is in no
+// trace: it takes the sending handler's trace along from here (null when untraced).
+trace_state_ptr deferred_trace(system_core* core) noexcept {
+  const span_context c = capture_trace();
+  if (!c.valid() || core->tracer() == nullptr) return nullptr;
+  return trace_state_ptr(new (std::nothrow) trace_state{c, 0, 0});
+}
+
 // The sink of a send deferred to the runtime's threads: id's delivery queue.
 struct deferred_target {
   system_core* core;
@@ -173,6 +181,10 @@ result<message> ask_deferred(system_core* core, const grain_identity& id, messag
   // begin_ask reads from `to` only the system and whether it is remote; the envelope goes to
   // the delivery queue, not to that cell.
   begin_ask(self, *env, timeout, 0, true, p);
+  if (trace_state_ptr tr = deferred_trace(core)) {
+    context_access::trace(*env) = tr.release();
+    context_access::flags(*env) |= envelope::flag_traced;
+  }
   deferred_target t{core, &id};
   deliver_deferred(&t, static_cast<receive_context*>(owned.release()));
   return finish_ask(p);
@@ -186,6 +198,7 @@ error tell_deferred(system_core* core, const grain_identity& id, message msg, ac
     sender->add_ref();
     d.sender = sender;
   }
+  d.trace = deferred_trace(core);
   deliver_to_grain(core, id, std::move(d));
   return {};
 }

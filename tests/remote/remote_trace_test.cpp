@@ -15,56 +15,16 @@
 
 #include "remote/remote_support.hpp"
 #include "remote/wire.hpp"
+#include "support/span_log.hpp"
 
 namespace {
 
 using namespace akt::remote_test;
 using akt::span_data;
 using akt::span_kind;
-
-// Collects the spans a sink receives; waits on a condition, never on a fixed sleep.
-struct span_log {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::vector<span_data> spans;
-
-  std::function<void(const span_data&)> sink() {
-    return [this](const span_data& s) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        spans.push_back(s);
-      }
-      cv.notify_all();
-    };
-  }
-  // The spans of `trace` once there are at least n of them (or what there is after `within`).
-  std::vector<span_data> wait_for(const std::string& trace, std::size_t n,
-                                  std::chrono::milliseconds within = 10s) {
-    std::unique_lock<std::mutex> lock(mutex);
-    std::vector<span_data> out;
-    auto collect = [&] {
-      out.clear();
-      for (const span_data& s : spans)
-        if (s.trace_id_hex() == trace) out.push_back(s);
-      return out.size() >= n;
-    };
-    cv.wait_for(lock, within, collect);
-    (void)collect();
-    return out;
-  }
-  std::vector<span_data> all() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return spans;
-  }
-};
-
-akt::tracing_config tracing_into(span_log& log, double ratio = 1.0) {
-  akt::tracing_config t;
-  t.sampling_ratio = ratio;
-  t.sink = log.sink();
-  t.flush_interval = 10ms;
-  return t;
-}
+using akt::test::describe;
+using akt::test::span_log;
+using akt::test::tracing_into;
 
 // A node with tracing.
 struct traced_node {
@@ -106,16 +66,6 @@ const span_data* find_span(const std::vector<span_data>& spans, const std::strin
   for (const span_data& s : spans)
     if (s.attribute("akt.node") == node && s.kind == kind) return &s;
   return nullptr;
-}
-
-std::string describe(const std::vector<span_data>& spans) {
-  std::string out;
-  for (const span_data& s : spans) {
-    out += "\n  " + std::string(s.attribute("akt.node")) + " " + s.name + " kind " +
-           std::to_string(static_cast<int>(s.kind)) + " id " + s.span_id_hex() + " parent " +
-           s.parent_span_id_hex();
-  }
-  return out;
 }
 
 TEST(Trace_AcrossNodes, AnAskToAGrainThatAsksAnActorOnAThirdNodeIsOneTrace) {
