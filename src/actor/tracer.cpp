@@ -298,7 +298,16 @@ void tracer::export_batch(std::vector<span_data>& batch) {
 bool tracer::post_otlp(const std::vector<span_data>& batch, std::size_t from, std::size_t to) {
   try {
     const otlp_endpoint& ep = *cfg_.otlp;
-    httplib::Client client(ep.host, ep.port);
+    // The scheme picks plain HTTP or HTTPS (cpp-httplib's client, built with OpenSSL); an IPv6
+    // address goes in brackets.
+    const bool v6 = ep.host.find(':') != std::string::npos && ep.host.front() != '[';
+    httplib::Client client(std::string(ep.tls ? "https://" : "http://") + (v6 ? "[" : "") +
+                           ep.host + (v6 ? "]" : "") + ":" + std::to_string(ep.port));
+    if (!client.is_valid()) return false;
+    if (ep.tls) {
+      client.enable_server_certificate_verification(true);
+      if (!ep.ca_file.empty()) client.set_ca_cert_path(ep.ca_file);
+    }
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(ep.timeout);
     const auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(ep.timeout - secs);
     client.set_connection_timeout(secs.count(), usecs.count());
@@ -306,7 +315,8 @@ bool tracer::post_otlp(const std::vector<span_data>& batch, std::size_t from, st
     client.set_write_timeout(secs.count(), usecs.count());
     const std::string body = otlp_json(
         batch, from, to, cfg_.service_name.empty() ? std::string_view(node_) : cfg_.service_name);
-    auto res = client.Post(ep.path, body, "application/json");
+    const httplib::Headers headers(ep.headers.begin(), ep.headers.end());
+    auto res = client.Post(ep.path, headers, body, "application/json");
     return res && res->status >= 200 && res->status < 300;
   } catch (...) {
     return false;

@@ -71,13 +71,20 @@ struct span_data {
   std::string_view attribute(std::string_view key) const noexcept;
 };
 
-// Where the OTLP/HTTP exporter posts (JSON encoding, POST http://host:port/path).
+// Where the OTLP/HTTP exporter posts (JSON encoding, POST http[s]://host:port/path).
 struct otlp_endpoint {
   std::string host = "127.0.0.1";
   std::uint16_t port = 4318;
   std::string path = "/v1/traces";
   // The HTTP request's timeout; a batch that fails is dropped (and counted).
   std::chrono::milliseconds timeout = std::chrono::seconds(2);
+  // HTTPS: the collector's certificate must chain to ca_file (PEM; empty: the system's trust
+  // store) and name `host`; a collector that fails either gets nothing (the batch counts as an
+  // export failure).
+  bool tls = false;
+  std::string ca_file = {};
+  // Sent with every request, e.g. {"Authorization", "Bearer <token>"} or a vendor's API key.
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 struct tracing_config {
