@@ -85,15 +85,25 @@ TEST(EtcdFaults, PausedEtcdTimesCallsOutAndEndsWatchesByKeepAlive) {
   auto r = await<range_result>([&](auto cb) { s.get("/k", std::move(cb)); }, 15s);
   ASSERT_TRUE(r) << "no completion";
   EXPECT_EQ(r->error_or_ok(), errc::cluster_registry_timeout) << r->error_or_ok().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // The call's deadline is call_timeout (1 s). The bound leaves 4 s for a loaded 2-core machine
+  // under ASan, where this test failed a few times with a 3 s bound (the failing check was not
+  // kept; this is the one that load moves, and both figures are printed now): what it checks is
+  // that a hung store's call completes on its deadline, not how promptly.
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, 5s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms";
+  std::printf(
+      "paused etcd: the get timed out after %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   // The watch ends once an HTTP/2 keep-alive ping goes unanswered: within the ping interval
   // (10 s) plus its timeout (call_timeout, at least 1 s), with slack.
   ASSERT_TRUE(h.wait_end(30s));
   EXPECT_EQ(h.end(), errc::cluster_registry_timeout) << h.end().message();
-  std::printf("paused etcd: the watch ended after %lld ms\n",
+  std::printf("paused etcd: the watch ended after %lld ms (%s)\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - stopped_at)
-                                         .count()));
+                                         .count()),
+              h.end().message().c_str());
   // SIGKILL (the cluster's end) ends a stopped process too.
 }
 
