@@ -160,6 +160,8 @@ void deliver_deferred(void* ctx, receive_context* env) noexcept {
   auto* t = static_cast<deferred_target*>(ctx);
   try {
     grain_delivery d = delivery_of(env);
+    // On the sending thread (a blocking ask's, or a request's sink): its trace goes along.
+    if (!d.trace) d.trace = deferred_trace(t->core);
     recycle(env);
     deliver_to_grain(t->core, *t->id, std::move(d));
   } catch (...) {  // an allocation: refused like a closed mailbox, with its dead letter
@@ -181,10 +183,6 @@ result<message> ask_deferred(system_core* core, const grain_identity& id, messag
   // begin_ask reads from `to` only the system and whether it is remote; the envelope goes to
   // the delivery queue, not to that cell.
   begin_ask(self, *env, timeout, 0, true, p);
-  if (trace_state_ptr tr = deferred_trace(core)) {
-    context_access::trace(*env) = tr.release();
-    context_access::flags(*env) |= envelope::flag_traced;
-  }
   deferred_target t{core, &id};
   deliver_deferred(&t, static_cast<receive_context*>(owned.release()));
   return finish_ask(p);

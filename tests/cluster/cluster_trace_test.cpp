@@ -27,13 +27,17 @@ struct leaf_grain final : akt::grain {
   }
 };
 
-// Asks one new leaf (a blocking ask from a grain) and tells another (one way), then answers.
+// Asks one new leaf (a blocking ask from a grain), tells another (one way) and requests a third
+// (a non-blocking request: its continuation runs later), then answers.
 struct relay_grain final : akt::grain {
   static constexpr std::string_view akt_type_name = "trace.relay";
   void on_receive(akt::grain_context& ctx) override {
     if (!ctx.is<int>()) return;
     auto r = ctx.ask_grain<int>({"trace.leaf", "asked"}, 1, 5s);
     (void)ctx.tell_grain({"trace.leaf", "told"}, 2);
+    ctx.enable_reentrancy();  // requests need it
+    ctx.request_grain<int>({"trace.leaf", "requested"}, 1,
+                           [](akt::grain_context&, akt::result<int>) {});
     ctx.reply(r ? *r : -1);
   }
 };
@@ -59,19 +63,19 @@ TEST(Cluster_Trace, AGrainSendWaitingForItsClaimKeepsTheSendersTrace) {
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(*r, 1);
   }
-  // root, the relay, the asked leaf, the told leaf.
-  const std::vector<span_data> spans = log.wait_for(trace, 4);
-  ASSERT_EQ(spans.size(), 4u) << describe(spans);
+  // root, the relay, the asked, told and requested leaves.
+  const std::vector<span_data> spans = log.wait_for(trace, 5);
+  ASSERT_EQ(spans.size(), 5u) << describe(spans);
   const span_data* relay = nullptr;
   std::vector<const span_data*> leaves;
   for (const span_data& s : spans) {
     const std::string_view id = s.attribute("akt.grain.identity");
     if (id == "trace.relay/r") relay = &s;
-    if (id == "trace.leaf/asked" || id == "trace.leaf/told") leaves.push_back(&s);
+    if (id.substr(0, 11) == "trace.leaf/") leaves.push_back(&s);
   }
   ASSERT_NE(relay, nullptr) << describe(spans);
   EXPECT_EQ(relay->parent_span_id, root);
-  ASSERT_EQ(leaves.size(), 2u) << describe(spans);
+  ASSERT_EQ(leaves.size(), 3u) << describe(spans);
   for (const span_data* l : leaves)
     EXPECT_EQ(l->parent_span_id, relay->span_id)
         << l->attribute("akt.grain.identity") << describe(spans);
