@@ -208,8 +208,13 @@ class http_endpoint final : public akt::detail::http_extension {
     res.set_content(std::move(a.body), a.type);
   }
 
+  // What a route's answer reads: this system, and the endpoint's own state now.
+  api_context context() const {
+    return {sys_, core_, started_, port(), stopping_.load(std::memory_order_acquire)};
+  }
+
   answer answer_for(route r) {
-    const api_context c{sys_, core_, started_, port(), stopping_.load(std::memory_order_acquire)};
+    const api_context c = context();
     constexpr const char* json = "application/json";
     switch (r) {
       case route::dashboard:
@@ -246,7 +251,7 @@ class http_endpoint final : public akt::detail::http_extension {
   // JSON document within the size limit. 404 for what is not a member with an endpoint, 502
   // when the member does not answer, or answers something else.
   answer member_answer(const std::string& name) {
-    const api_context c{sys_, core_, started_, port(), stopping_.load(std::memory_order_acquire)};
+    const api_context c = context();
     constexpr const char* json = "application/json";
     if (name.empty()) return {400, "name: the member's name is missing\n"};
     const member_target t = member_endpoint(c, name);
