@@ -69,7 +69,12 @@ std::unique_ptr<actor_system> local_cluster::make(std::size_t i) {
   cfg.blocking_threads = options_.blocking_threads;
   cfg.shutdown_timeout = std::chrono::seconds(10);
   remote_config rc;
+  // Pings every 100 ms, lost after 1 s of silence: three or more nodes in one TSan process on
+  // two loaded cores stall a sound connection for over 300 ms (3 misses), and a call in flight
+  // then fails with connection_lost. A crashed node's sockets close at once, so no test waits
+  // on this bound to see a node go.
   rc.heartbeat_interval = std::chrono::milliseconds(100);
+  rc.heartbeat_misses = 10;
   rc.reconnect_min = std::chrono::milliseconds(10);
   rc.reconnect_max = std::chrono::milliseconds(200);
   cfg.remote = rc;

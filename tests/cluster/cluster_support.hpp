@@ -51,6 +51,7 @@ inline akt::system_config cluster_node_config(std::shared_ptr<akt::cluster::stor
   cfg.shutdown_timeout = 10s;
   akt::remote_config rc;
   rc.heartbeat_interval = 100ms;
+  rc.heartbeat_misses = 10;  // 1 s: a loaded TSan run stalls sound connections past 300 ms
   rc.node_lost_after = 2s;
   rc.reconnect_min = 10ms;
   rc.reconnect_max = 200ms;
