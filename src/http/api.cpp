@@ -193,6 +193,19 @@ member_target member_endpoint(const api_context& c, std::string_view name) {
   return refused("no member named " + std::string(name));
 }
 
+history_sample sample_of(const api_context& c) {
+  const system_stats s = c.sys.stats();
+  history_sample h;
+  h.time_ms = wall_ms();
+  h.processed = s.processed;
+  h.dead_letters = s.dead_letters;
+  h.actors = s.actors;
+  // As grains_per_kind counts them, without the map.
+  if (c.core->grains_.load(std::memory_order_acquire) != nullptr)
+    h.grains = active_grains(c.sys).size();
+  return h;
+}
+
 std::string overview_json(const api_context& c) {
   json_writer w;
   w.begin_object().key("node");

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "http/node_history.hpp"
+
 namespace akt {
 class actor_system;
 namespace detail {
@@ -42,6 +44,9 @@ std::string cluster_json(const api_context& c);   // /api/cluster
 std::string peers_json(const api_context& c);     // /api/peers
 std::string grains_json(const api_context& c);    // /api/grains
 std::string overview_json(const api_context& c);  // /api/overview: the four above in one
+
+// The node's totals now, as /api/node reports them: one sample of /api/history.
+history_sample sample_of(const api_context& c);
 
 // Where /api/member?name=N finds member N's /api/node: this node itself, or the HTTP endpoint
 // its member record names. status 200 when there is one; otherwise 404 with why (no cluster, no

@@ -49,6 +49,7 @@ enum class route : unsigned char {
   peers,
   grains,
   overview,
+  history,
   member
 };
 
@@ -62,13 +63,15 @@ route route_of(std::string_view path) {
   if (path == "/api/peers") return route::peers;
   if (path == "/api/grains") return route::grains;
   if (path == "/api/overview") return route::overview;
+  if (path == "/api/history") return route::history;
   if (path == "/api/member") return route::member;
   return route::none;
 }
 
-// The most of a member's /api/node answer that /api/member relays: the document is a few
-// hundred bytes; a member answering more is refused rather than held in memory.
-constexpr std::size_t k_member_answer_limit = 64 * 1024;
+// The most of a member's answer that /api/member relays: /api/node is a few hundred bytes,
+// /api/history about 50 per sample (15 KB for the default 300); a member answering more than
+// this is refused rather than held in memory.
+constexpr std::size_t k_member_answer_limit = 256 * 1024;
 // How long /api/member waits for a member's endpoint to accept and to answer: what one page
 // refresh can hold a serving thread for when a member is down or stalled.
 constexpr std::chrono::milliseconds k_member_connect_timeout{500};
@@ -83,9 +86,9 @@ std::pair<time_t, time_t> sec_usec(std::chrono::milliseconds d) {
 // The endpoint.
 //
 // Contract (see actor/http_hooks.hpp for who calls what):
-// - Threads: one accepting thread (listen_after_bind) and http_config::threads serving threads
-//   (httplib's pool), all the endpoint's own; handlers run on the serving threads and call only
-//   what any thread may call on the system.
+// - Threads: one accepting thread (listen_after_bind), http_config::threads serving threads
+//   (httplib's pool) and one sampler thread (history_ when it keeps samples), all the endpoint's
+//   own; handlers and the sampler call only what any thread may call on the system.
 // - Progress: a request blocks its serving thread while it reads the system's figures (the locks
 //   of stats(), peers(), membership and the grain directory, held briefly), never a dispatcher
 //   worker; a slow client holds one serving thread up to read_timeout / write_timeout.
@@ -96,7 +99,10 @@ std::pair<time_t, time_t> sec_usec(std::chrono::milliseconds d) {
 class http_endpoint final : public akt::detail::http_extension {
  public:
   http_endpoint(akt::detail::system_core* core, actor_system& sys, http_config cfg)
-      : core_(core), sys_(sys), cfg_(std::move(cfg)) {}
+      : core_(core),
+        sys_(sys),
+        cfg_(std::move(cfg)),
+        history_(cfg_.history_samples, cfg_.history_interval) {}
 
   ~http_endpoint() override {
     std::vector<std::string> ignored;
@@ -107,6 +113,8 @@ class http_endpoint final : public akt::detail::http_extension {
     if (cfg_.threads == 0) return error(errc::invalid_argument, "http.threads: at least 1");
     if (cfg_.max_request_bytes == 0)
       return error(errc::invalid_argument, "http.max_request_bytes: at least 1");
+    if (cfg_.history_samples > 0 && cfg_.history_interval.count() <= 0)
+      return error(errc::invalid_argument, "http.history_interval: at least 1 ms");
     configure();
     const int port = cfg_.port == 0 ? server_.bind_to_any_port(cfg_.bind_address)
                                     : (server_.bind_to_port(cfg_.bind_address, cfg_.port)
@@ -118,6 +126,7 @@ class http_endpoint final : public akt::detail::http_extension {
     }
     port_.store(static_cast<std::uint16_t>(port), std::memory_order_release);
     listener_ = std::thread([this] { (void)server_.listen_after_bind(); });
+    if (cfg_.history_samples > 0) sampler_ = std::thread([this] { sample_loop(); });
     // httplib's stop() does nothing before its accept loop marked itself running, which it does
     // just before it asks for its task queue (new_task_queue, below): wait for that, so that a
     // stop right after start still ends the loop.
@@ -132,6 +141,14 @@ class http_endpoint final : public akt::detail::http_extension {
 
   void close(std::vector<std::string>&) noexcept override {
     stopping_.store(true, std::memory_order_release);
+    if (sampler_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        sampler_stop_ = true;
+      }
+      sampler_cv_.notify_all();
+      sampler_.join();
+    }
     if (!listener_.joinable()) return;
     // Closes the listening socket; the accept loop ends and joins the serving threads, each
     // after its connection's current request (bounded by the read and keep-alive timeouts).
@@ -141,6 +158,19 @@ class http_endpoint final : public akt::detail::http_extension {
   }
 
  private:
+  // The sampler thread: a sample at once, then one every history_interval until close(). The
+  // figures it reads are the ones /api/node reads, under their own locks; the wait is on the
+  // endpoint's condition variable, so close() ends it at once.
+  void sample_loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!sampler_stop_) {
+      lock.unlock();
+      history_.add(sample_of(context()));
+      lock.lock();
+      sampler_cv_.wait_for(lock, cfg_.history_interval, [this] { return sampler_stop_; });
+    }
+  }
+
   void configure() {
     server_.new_task_queue = [this]() -> httplib::TaskQueue* {
       {
@@ -200,7 +230,7 @@ class http_endpoint final : public akt::detail::http_extension {
       a = {405, "method not allowed: " + req.method + "\n"};
       res.set_header("Allow", "GET, HEAD");
     } else if (r == route::member) {
-      a = member_answer(req.get_param_value("name"));
+      a = member_answer(req.get_param_value("name"), req.get_param_value("view"));
     } else {
       a = answer_for(r);
     }
@@ -238,6 +268,8 @@ class http_endpoint final : public akt::detail::http_extension {
         return {200, grains_json(c), json};
       case route::overview:
         return {200, overview_json(c), json};
+      case route::history:
+        return {200, history_.json(), json};
       case route::member:
       case route::none:
         break;
@@ -245,18 +277,22 @@ class http_endpoint final : public akt::detail::http_extension {
     return {404, "not found\n"};
   }
 
-  // /api/member?name=N: member N's /api/node, so that the page served by one node shows every
-  // member's figures without asking another origin. This node answers its own; another member's
-  // comes from the endpoint its record names, within the timeouts above, and only when it is a
-  // JSON document within the size limit. 404 for what is not a member with an endpoint, 502
+  // /api/member?name=N: member N's /api/node (or, with view=history, its /api/history), so that
+  // the page served by one node shows every member's figures without asking another origin.
+  // This node answers its own; another member's comes from the endpoint its record names,
+  // within the timeouts above, and only when it is a JSON document within the size limit. 400
+  // for a missing name or an unknown view, 404 for what is not a member with an endpoint, 502
   // when the member does not answer, or answers something else.
-  answer member_answer(const std::string& name) {
+  answer member_answer(const std::string& name, const std::string& view) {
     const api_context c = context();
     constexpr const char* json = "application/json";
     if (name.empty()) return {400, "name: the member's name is missing\n"};
+    const bool history = view == "history";
+    if (!history && !view.empty() && view != "node")
+      return {400, "view: node (the default) or history, not '" + view + "'\n"};
     const member_target t = member_endpoint(c, name);
     if (t.status != 200) return {t.status, t.why + "\n"};
-    if (t.self) return {200, node_json(c), json};
+    if (t.self) return {200, history ? history_.json() : node_json(c), json};
     httplib::Client client(t.host, t.port);
     const auto [cs, cu] = sec_usec(k_member_connect_timeout);
     client.set_connection_timeout(cs, cu);
@@ -266,14 +302,15 @@ class http_endpoint final : public akt::detail::http_extension {
     client.set_keep_alive(false);
     std::string body;
     bool too_large = false;
-    httplib::Result res = client.Get("/api/node", [&](const char* data, std::size_t n) {
-      if (body.size() + n > k_member_answer_limit) {
-        too_large = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    });
+    httplib::Result res =
+        client.Get(history ? "/api/history" : "/api/node", [&](const char* data, std::size_t n) {
+          if (body.size() + n > k_member_answer_limit) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, n);
+          return true;
+        });
     const std::string where = "member " + name + " (" + t.host + ":" + std::to_string(t.port) + ")";
     if (too_large) return {502, where + " answered more than the limit\n"};
     if (!res) return {502, where + " did not answer: " + httplib::to_string(res.error()) + "\n"};
@@ -289,8 +326,10 @@ class http_endpoint final : public akt::detail::http_extension {
   actor_system& sys_;
   const http_config cfg_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  node_history history_;
   httplib::Server server_;
   std::thread listener_;  // start() and close() only (the stopping thread)
+  std::thread sampler_;   // start() and close() only
   // The bound port; 0 once closed. Writer: start() and close() (release); readers: port() from
   // any thread (acquire).
   std::atomic<std::uint16_t> port_{0};
@@ -300,6 +339,8 @@ class http_endpoint final : public akt::detail::http_extension {
   std::mutex mutex_;
   std::condition_variable running_cv_;
   bool running_ = false;  // guarded by mutex_: the accept loop asked for its task queue
+  std::condition_variable sampler_cv_;
+  bool sampler_stop_ = false;  // guarded by mutex_: close() ends the sampler
 };
 
 result<std::unique_ptr<akt::detail::http_extension>> make(akt::detail::system_core* core,

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cluster/cluster_support.hpp"
+#include "http/history_rows.hpp"
 #include "http/http_client.hpp"
 
 namespace {
@@ -109,6 +110,15 @@ TEST(Http_Cluster, ApiMemberRelaysEachMembersNodeFiguresAndRefusesWhatItCannotRe
   EXPECT_NE(other.body.find("\"name\":\"b\""), std::string::npos) << other.body;
   EXPECT_NE(other.body.find("\"http_port\":" + std::to_string(b.http_port())), std::string::npos)
       << "b's own document, relayed: " << other.body;
+
+  // view=history: the member's /api/history (its sampler took one sample as it started).
+  for (const char* who : {"a", "b"}) {
+    auto h = get(a.http_port(), std::string("/api/member?view=history&name=") + who);
+    EXPECT_EQ(h.status, 200) << who << ": " << h.body;
+    EXPECT_NE(h.body.find("\"fields\":[\"t\",\"processed\""), std::string::npos) << h.body;
+    EXPECT_FALSE(akt::http_test::history_rows(h.body).empty()) << who << ": " << h.body;
+  }
+  EXPECT_EQ(get(a.http_port(), "/api/member?name=b&view=everything").status, 400);
 
   EXPECT_EQ(get(a.http_port(), "/api/member").status, 400);
   EXPECT_EQ(get(a.http_port(), "/api/member?name=nobody").status, 404);

@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "http/history_rows.hpp"
 #include "http/http_client.hpp"
 #include "support/test_support.hpp"
 
@@ -101,6 +103,52 @@ TEST(Http_Endpoint, ApiAnswersJsonWithTheNodesFigures) {
   EXPECT_EQ(header(page, "Content-Type"), "text/html; charset=utf-8");
   EXPECT_EQ(page.body, std::string(akt::http::dashboard_html()));
   ASSERT_TRUE(sys.stop());
+}
+
+// /api/history: samples taken every history_interval from the start, the last history_samples
+// of them, oldest first; the messages the node processed show in them.
+TEST(Http_Endpoint, ApiHistoryServesTheNodesLastSamplesOldestFirst) {
+  akt::http_config h;
+  h.history_interval = 20ms;
+  h.history_samples = 5;
+  akt::actor_system sys("history-node", http_on(h));
+  ASSERT_TRUE(sys.start());
+  auto p = sys.spawn<echo>("echo");
+  ASSERT_TRUE(p);
+  for (int i = 0; i < 10; ++i) expect_node_answers(*p);
+  const std::uint64_t processed = sys.stats().processed;
+  std::vector<akt::http_test::history_row> rows;
+  std::string body;
+  ASSERT_TRUE(akt::test::eventually([&] {
+    auto r = get(sys.http_port(), "/api/history");
+    if (r.status != 200) return false;
+    body = r.body;
+    rows = akt::http_test::history_rows(body);
+    return rows.size() == 5 && rows.back()[1] >= processed;
+  })) << body;
+  EXPECT_EQ(header(get(sys.http_port(), "/api/history"), "Content-Type"), "application/json");
+  EXPECT_NE(body.find("\"interval_ms\":20,\"capacity\":5,"), std::string::npos) << body;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GE(rows[i][0], rows[i - 1][0]) << "time, oldest first: " << body;
+    EXPECT_GE(rows[i][1], rows[i - 1][1]) << "processed never goes down: " << body;
+  }
+  EXPECT_GE(rows.back()[4], 1u) << "the echo actor is live: " << body;
+  ASSERT_TRUE(sys.stop());
+
+  // history_samples 0 keeps none; a zero interval with samples is refused.
+  h.history_samples = 0;
+  akt::actor_system none("no-history", http_on(h));
+  ASSERT_TRUE(none.start());
+  auto r = get(none.http_port(), "/api/history");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("\"samples\":[]"), std::string::npos) << r.body;
+  ASSERT_TRUE(none.stop());
+  h.history_samples = 5;
+  h.history_interval = 0ms;
+  akt::actor_system bad("bad-history", http_on(h));
+  auto started = bad.start();
+  ASSERT_FALSE(started);
+  EXPECT_EQ(started.code(), akt::errc::invalid_argument) << started.error().message();
 }
 
 TEST(Http_Endpoint, MetricsServesTheRegistryInThePrometheusTextFormat) {

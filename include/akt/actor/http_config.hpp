@@ -33,6 +33,12 @@ struct http_config {
   // Threads serving connections (one connection at a time each), besides the one that accepts.
   // They are the endpoint's own: never a dispatcher worker. At least 1.
   unsigned threads = 4;
+  // The node's recent history, served at /api/history so that a dashboard opened now shows the
+  // last minutes: a sample of its totals (messages processed, dead letters, active grains, live
+  // actors) every history_interval, the last history_samples of them (the default: five
+  // minutes). One thread of the endpoint takes them; 0 samples keeps none and starts no thread.
+  std::chrono::milliseconds history_interval{std::chrono::seconds(1)};
+  std::size_t history_samples = 300;
 };
 
 }  // namespace akt

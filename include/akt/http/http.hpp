@@ -12,8 +12,10 @@
 //   /ready     200 once the node joined its cluster (at once without a cluster section); 503 while
 //              it starts or joins, while it is fenced and from the moment stop() begins
 //   /api/...   JSON for the dashboard and for scripts: /api/node, /api/cluster, /api/peers,
-//              /api/grains, /api/overview (all four in one answer), and /api/member?name=N
-//              (member N's /api/node, relayed from the endpoint its member record names)
+//              /api/grains, /api/overview (all four in one answer), /api/history (the node's
+//              totals sampled every http_config::history_interval, the last history_samples),
+//              and /api/member?name=N[&view=history] (member N's /api/node or /api/history,
+//              relayed from the endpoint its member record names)
 //   /          the live dashboard: one self-contained page (no external request)
 //
 // The endpoint runs on threads of its own (one accepting, http_config::threads serving), never
