@@ -2,11 +2,12 @@
 // three-node cluster (in this process: remoting on loopback, the in-process store) while the test
 // keeps actors, grains and remote links busy, and checks through the DOM that the page lists the
 // three members, each with its own figures read through the node (their counts move, each has a
-// rate and a plot), that its counters move (between two refreshes and between two loads), that the
+// rate and a plot), that the plots begin with the samples the nodes kept before the page opened
+// (/api/history), that its counters move (between two refreshes and between two loads), that the
 // page loads and asks nothing of any other origin. It prints how long the page took to load
 // (navigation timing: the figure docs/benchmarks.md quotes) and saves a screenshot (the docs
-// show it). tests/http/dashboard_check.py drives the browser over
-// the DevTools protocol; this test bounds its time and kills it, and the browser, by pid.
+// show it). tests/http/dashboard_check.py drives the browser over the DevTools protocol; this
+// test bounds its time and kills it, and the browser, by pid.
 // Skipped only when Chromium (or python3) is not installed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -33,6 +34,8 @@
 #include <vector>
 
 #include "cluster/cluster_support.hpp"
+#include "http/history_rows.hpp"
+#include "http/http_client.hpp"
 
 extern char** environ;
 
@@ -128,7 +131,7 @@ double num(const std::map<std::string, std::string>& r, const std::string& k) {
   return it == r.end() ? -1 : std::atof(it->second.c_str());
 }
 
-TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASecond) {
+TEST(Http_Dashboard, ChromiumShowsThreeMembersTheirHistoryAndMovingCounters) {
   const std::string chromium = find_program("AKT_CHROMIUM", {"chromium", "chromium-browser"});
   if (chromium.empty())
     GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium)";
@@ -142,7 +145,8 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
     akt::system_config cfg = cluster_node_config(store, "node-" + std::to_string(i), "shop");
     cfg.cluster->roles = roles[i];
     cfg.http = akt::http_config{};
-    cfg.metrics.enabled = true;  // the page's busiest kinds read akt_*_messages_total
+    cfg.http->history_interval = 100ms;  // samples before the page opens, in under a second
+    cfg.metrics.enabled = true;          // the page's busiest kinds read akt_*_messages_total
     nodes.push_back(std::make_unique<akt::actor_system>("node-" + std::to_string(i), cfg));
     ASSERT_FALSE(akt::register_grain_kind<count_grain>(*nodes.back()));
     ASSERT_FALSE(akt::register_grain_kind<order_grain>(*nodes.back()));
@@ -185,6 +189,14 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
       pace.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop.load(); });
     }
   });
+
+  // Each node holds eight samples before the browser opens the page, which shows them at once.
+  for (auto& n : nodes) {
+    ASSERT_TRUE(akt::test::eventually([&] {
+      return akt::http_test::history_rows(akt::http_test::get(n->http_port(), "/api/history").body)
+                 .size() >= 8;
+    }));
+  }
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("akt-dashboard-" + std::to_string(::getpid()));
@@ -239,6 +251,9 @@ TEST(Http_Dashboard, ChromiumShowsThreeMembersMovingCountersAndLoadsInUnderASeco
         << "member " << i << " rate: " << text;
     EXPECT_GE(std::atoi(points[i].c_str()), 2) << "member " << i << " plot: " << text;
   }
+  // Live readings alone give five points at the sixth refresh; the nodes' histories, read when
+  // the page opens, give them at once (the first refresh asks for them).
+  EXPECT_LE(num(r, "history_refreshes"), 4) << "plots seeded from /api/history: " << text;
   EXPECT_GE(num(r, "peers"), 1) << "remote peers listed";
   EXPECT_GT(num(r, "grain_kinds"), 0) << "grain kinds listed";
   EXPECT_EQ(num(r, "external_requests"), 0) << "no request outside the node";
