@@ -39,7 +39,9 @@ namespace akt_bench {
 
 // Settings from the environment, to measure what they gain or cost a shape on this machine with
 // one binary: AKT_BENCH_SPIN_ROUNDS=<n> (n > 0) sets system_config::spin_rounds (the
-// dispatcher's idle spin); AKT_BENCH_IO_POLL_US=<us> sets remote_config::io_poll of a node.
+// dispatcher's idle spin); AKT_BENCH_IO_POLL_US=<us> sets remote_config::io_poll of a node;
+// AKT_BENCH_HTTP_HISTORY=<n> sets http_config::history_samples where the endpoint is on (0: no
+// sampler thread), to measure what the sampler costs.
 // Observability for the A/B overhead variants (issue 21; docs/benchmarks.md, "Observability"):
 // a variant sets the mode for the run of its shape, and every system the shape builds goes
 // through with_env_overrides, so the shape's code is the same in both variants.
@@ -66,6 +68,9 @@ inline akt::system_config with_env_overrides(akt::system_config cfg) {
     case observe_mode::metrics_http:
       cfg.metrics.enabled = true;
       cfg.http = akt::http_config{};
+      if (const char* e = std::getenv("AKT_BENCH_HTTP_HISTORY")) {
+        cfg.http->history_samples = static_cast<std::size_t>(std::strtoul(e, nullptr, 10));
+      }
       break;
     case observe_mode::tracing_unsampled: {
       akt::tracing_config t;
