@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "etcd/etcd_test_support.hpp"
+#include "support/process_state.hpp"
 
 namespace akt::test {
 namespace {
@@ -80,6 +81,11 @@ TEST(EtcdFaults, PausedEtcdTimesCallsOutAndEndsWatchesByKeepAlive) {
 
   // SIGSTOP: the connection stays open, nothing answers (a hung or partitioned member).
   ASSERT_EQ(::kill(etcd.pid(), SIGSTOP), 0);
+  // kill() only sends the signal: an overloaded run once saw the get below answered (ok, after
+  // 7 ms) by an etcd that had not stopped yet. The test asks once the kernel shows it stopped.
+  ASSERT_TRUE(
+      akt::test::eventually([&] { return akt::test::process_state(etcd.pid()) == 'T'; }, 5000ms))
+      << "etcd did not stop on SIGSTOP";
   const auto stopped_at = std::chrono::steady_clock::now();
   const auto start = std::chrono::steady_clock::now();
   auto r = await<range_result>([&](auto cb) { s.get("/k", std::move(cb)); }, 15s);

@@ -72,6 +72,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include "faults/fault_messages.hpp"
 #include "faults/fault_process.hpp"
 #include "support/etcd_process.hpp"
+#include "support/process_state.hpp"
 #include "support/test_support.hpp"
 
 // Starts a fault test's cluster, or ends the test there: skipped when etcd is not installed,
@@ -135,14 +136,7 @@ inline double rss_mib(pid_t pid) {
   return -1;
 }
 
-// The state letter of a process (/proc/<pid>/stat: R, S, T for stopped, ...); 0 when unknown.
-inline char process_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  const auto close = text.rfind(')');  // the command name may hold spaces
-  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 0;
-}
+using akt::test::process_state;
 
 // One node name and its current process.
 struct node_slot {
