@@ -30,13 +30,18 @@ std::map<std::string, std::uint64_t> grains_per_kind(const api_context& c) {
   return kinds;
 }
 
+// The active grains on this node, in all: what /api/node and each /api/history sample report.
+std::uint64_t active_grain_count(const api_context& c) {
+  if (c.core->grains_.load(std::memory_order_acquire) == nullptr) return 0;
+  return active_grains(c.sys).size();
+}
+
 void write_node(json_writer& w, const api_context& c) {
   const system_stats s = c.sys.stats();
   const readiness r = ready_state(c);
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - c.started).count();
-  std::uint64_t grains = 0;
-  for (const auto& [kind, n] : grains_per_kind(c)) grains += n;
+  const std::uint64_t grains = active_grain_count(c);
   w.begin_object()
       .field("name", c.sys.name())
       .field("address", c.sys.address())
@@ -200,9 +205,7 @@ history_sample sample_of(const api_context& c) {
   h.processed = s.processed;
   h.dead_letters = s.dead_letters;
   h.actors = s.actors;
-  // As grains_per_kind counts them, without the map.
-  if (c.core->grains_.load(std::memory_order_acquire) != nullptr)
-    h.grains = active_grains(c.sys).size();
+  h.grains = active_grain_count(c);
   return h;
 }
 
